@@ -1,0 +1,87 @@
+// Command paddock is a job runner for Linux: TOML-defined commands wait in a
+// durable queue, WebAssembly hooks allow, adjust or deny each one, and what
+// is allowed runs inside a bubblewrap write fence. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes shared by every command; README.md ("Exit codes") documents them.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and reported failure (a denied hook, a failed job)
+	exitUsage   = 2 // bad flags, bad input, a file that does not load
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// run executes the CLI with args and returns the process exit code. It is the
+// single place that turns errors into exit codes.
+func run(ctx context.Context, args []string) int {
+	gopts := &GlobalOptions{}
+	root := newRootCommand(gopts)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		if ec.err != nil {
+			printError(gopts, ec.err)
+		}
+		return ec.code
+	}
+	printError(gopts, err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// usageError marks an error caused by the user's input (flags, files);
+// it maps to exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCodeError asks run to exit with code, printing err if it is not nil.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// printError writes err for the user: an exit_error JSON object on stderr
+// under --json, otherwise "paddock: <message>".
+func printError(gopts *GlobalOptions, err error) {
+	if gopts.JSON {
+		writeJSON(os.Stderr, map[string]any{"message_type": "exit_error", "message": err.Error()})
+		return
+	}
+	fmt.Fprintf(os.Stderr, "paddock: %v\n", err)
+}
