@@ -7,6 +7,7 @@ package paddock
 
 import (
 	_ "github.com/BurntSushi/toml"
+	_ "github.com/fsnotify/fsnotify"
 	_ "github.com/schollz/progressbar/v3"
 	_ "github.com/spf13/cobra"
 	_ "github.com/stretchr/testify/require"
