@@ -1,0 +1,819 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Spec is one job as parsed from TOML, after [defaults] are applied and
+// relative paths resolved. The README's "Job files" section documents every
+// field and its default. The zero value of each field means "default".
+type Spec struct {
+	Name      string            `json:"name,omitempty"`      // "" = unnamed (addressed by id only)
+	Command   []string          `json:"command"`             // argv; a TOML string s becomes ["/bin/sh","-c",s]
+	Cwd       string            `json:"cwd,omitempty"`       // absolute; "" = the workspace
+	Workspace string            `json:"workspace,omitempty"` // absolute; "" = the runner makes <state>/workspaces/<id>
+	Mode      string            `json:"mode,omitempty"`      // read_only | workspace_write | danger_full_access; "" = the config's default mode
+	Network   *bool             `json:"network,omitempty"`   // nil = default (true: shared)
+	Writable  []string          `json:"writable,omitempty"`  // absolute extra writable paths
+	Env       map[string]string `json:"env,omitempty"`
+	Timeout   time.Duration     `json:"timeout,omitempty"` // 0 = none (or the config's default)
+	Retries   int               `json:"retries"`           // extra attempts after a failed one; 0 = none
+	Backoff   time.Duration     `json:"backoff,omitempty"` // base of exponential backoff; 0 = BackoffDefault (1s)
+	Priority  int               `json:"priority"`          // higher is claimed first; default 0
+	Labels    map[string]string `json:"labels,omitempty"`
+	Hooks     []string          `json:"hooks,omitempty"`    // extra (optional) hook names
+	After     []string          `json:"after,omitempty"`    // names or ids of jobs that must succeed first
+	Schedule  string            `json:"schedule,omitempty"` // stored for the scheduler; not interpreted here
+	Timezone  string            `json:"timezone,omitempty"` // IANA name checked with time.LoadLocation
+	Line      int               `json:"line,omitempty"`     // line where the job starts in its file (for messages); 0 = unknown
+}
+
+// Modes the queue accepts in Spec.Mode (the sandbox package owns their meaning).
+var modes = []string{"read_only", "workspace_write", "danger_full_access"}
+
+// Limits on job files.
+const (
+	// MaxNameLen is the longest job name, in bytes.
+	MaxNameLen = 128
+	// MaxRetries is the largest retries value.
+	MaxRetries = 1000
+)
+
+// FieldError is one problem in a job file.
+type FieldError struct {
+	File    string // as given to Parse; "" for stdin
+	Line    int    // 1-based; 0 when unknown
+	Job     string // `job "name"`, "job 3" (1-based), "defaults", or "" for the file as a whole
+	Key     string // the TOML key at fault, e.g. "timeout" or "env.HOME"; "" for the whole job
+	Message string // what was expected
+}
+
+func (e FieldError) String() string {
+	var b strings.Builder
+	f := e.File
+	if f == "" {
+		f = "<stdin>"
+	}
+	b.WriteString(f)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Job != "" {
+		b.WriteString(e.Job + ": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// ValidationError lists every problem found in a batch. errors.Is(err,
+// ErrInvalid) holds for it. A batch with a ValidationError enqueues nothing.
+type ValidationError struct {
+	Errors []FieldError // in file order
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Errors) == 1 {
+		return "queue: invalid job: " + e.Errors[0].String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "queue: invalid jobs (%d errors):", len(e.Errors))
+	for _, fe := range e.Errors {
+		b.WriteString("\n  " + fe.String())
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// ParseFile reads and parses a job file. Relative paths resolve against the
+// file's directory. It returns the specs and the file's bytes (to pass as
+// JobEnqueueParams.Source), or a *ValidationError and no specs.
+func ParseFile(path string) ([]Spec, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue: %w", err)
+	}
+	specs, err := Parse(path, data, filepath.Dir(abs))
+	if err != nil {
+		return nil, nil, err
+	}
+	return specs, data, nil
+}
+
+// Parse parses job TOML. filename is only used in messages ("" for stdin).
+// Relative paths resolve against baseDir ("" = the current directory).
+//
+// A file holds one job as top-level keys, or many as [[job]] tables; an
+// optional [defaults] table applies to every job of the file (a job's own
+// value replaces the default; env and labels are merged key by key).
+// Validation is strict; on any problem Parse returns a *ValidationError
+// listing every problem, and no specs. Names in After that are not in the
+// file are left for the store to resolve. Parse never panics.
+func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
+	p := &parser{file: filename}
+	if baseDir == "" {
+		baseDir = "."
+	}
+	if abs, err := filepath.Abs(baseDir); err == nil {
+		baseDir = abs
+	}
+	p.base = baseDir
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			p.add(pe.Position.Line, "", pe.LastKey, "invalid TOML: "+pe.Message)
+		} else {
+			p.add(0, "", "", "invalid TOML: "+err.Error())
+		}
+		return nil, p.err()
+	}
+	p.lines = locateKeys(data)
+	specs := p.file2specs(raw)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}
+
+type parser struct {
+	file  string
+	base  string
+	lines keyLines
+	errs  []FieldError
+}
+
+func (p *parser) add(line int, job, key, msg string) {
+	p.errs = append(p.errs, FieldError{File: p.file, Line: line, Job: job, Key: key, Message: msg})
+}
+
+func (p *parser) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Line < p.errs[j].Line })
+	return &ValidationError{Errors: p.errs}
+}
+
+// scope is where a table sits: its path prefix for line lookup and its
+// label for messages.
+type scope struct {
+	prefix string // "" | "defaults" | "job.3"
+	label  string
+}
+
+func (s scope) path(key string) string {
+	if s.prefix == "" {
+		return key
+	}
+	return s.prefix + "." + key
+}
+
+func (p *parser) at(s scope, key, msg string) {
+	p.add(p.lines.lookup(s.path(key)), s.label, key, msg)
+}
+
+var fieldNames = []string{"name", "command", "cwd", "workspace", "mode", "network", "writable", "env", "timeout", "retries", "backoff", "priority", "labels", "hooks", "after", "schedule", "timezone"}
+
+func (p *parser) file2specs(raw map[string]any) []Spec {
+	top := scope{}
+	var defaults map[string]any
+	if d, ok := raw["defaults"]; ok {
+		if m, ok := d.(map[string]any); ok {
+			defaults = p.fields(m, scope{prefix: "defaults", label: "defaults"}, true)
+		} else {
+			p.at(top, "defaults", "expected a table ([defaults]), got "+typeName(d))
+		}
+	}
+	jobsRaw, batch := raw["job"]
+	if !batch {
+		if len(raw) == 0 || (len(raw) == 1 && defaults != nil) {
+			p.add(1, "", "", "no job: expected top-level job keys (name, command, ...) or [[job]] tables")
+			return nil
+		}
+		m := maps.Clone(raw)
+		delete(m, "defaults")
+		sc := scope{label: ""}
+		f := p.fields(m, sc, false)
+		spec, ok := p.build(defaults, f, sc, 1)
+		if !ok {
+			return nil
+		}
+		return []Spec{spec}
+	}
+	for k := range raw {
+		if k != "job" && k != "defaults" {
+			msg := "unknown top-level key in a file with [[job]] tables: job fields go inside [[job]] or [defaults]"
+			if !slices.Contains(fieldNames, k) {
+				msg = "unknown key: expected [[job]] or [defaults]" + didYouMean(k, []string{"job", "defaults"})
+			}
+			p.at(top, k, msg)
+		}
+	}
+	list, ok := jobsRaw.([]map[string]any)
+	if !ok {
+		p.at(top, "job", "expected an array of tables ([[job]]), got "+typeName(jobsRaw))
+		return nil
+	}
+	if len(list) == 0 {
+		p.at(top, "job", "no job: expected at least one [[job]] table")
+		return nil
+	}
+	var specs []Spec
+	for i, m := range list {
+		sc := scope{prefix: "job." + strconv.Itoa(i), label: "job " + strconv.Itoa(i+1)}
+		if n, ok := m["name"].(string); ok && n != "" {
+			sc.label = "job " + strconv.Quote(n)
+		}
+		f := p.fields(m, sc, false)
+		line := p.lines.lookup(sc.prefix)
+		if s, ok := p.build(defaults, f, sc, line); ok {
+			specs = append(specs, s)
+		}
+	}
+	p.checkBatch(specs, list)
+	return specs
+}
+
+// checkBatch finds duplicate names and dependency cycles within a batch.
+func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
+	first := map[string]int{}
+	for _, s := range specs {
+		if s.Name == "" {
+			continue
+		}
+		if l, dup := first[s.Name]; dup {
+			p.add(s.Line, "job "+strconv.Quote(s.Name), "name", fmt.Sprintf("duplicate name: the job at line %d already uses %q; names must be unique within a file", l, s.Name))
+			continue
+		}
+		first[s.Name] = s.Line
+	}
+	byName := map[string]*Spec{}
+	for i := range specs {
+		if specs[i].Name != "" {
+			byName[specs[i].Name] = &specs[i]
+		}
+	}
+	// Cycle detection over in-batch edges.
+	const (
+		white = 0
+		grey  = 1
+		black = 2
+	)
+	color := map[string]int{}
+	reported := map[string]bool{}
+	var visit func(n string, stack []string)
+	visit = func(n string, stack []string) {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, dep := range byName[n].After {
+			if _, ok := byName[dep]; !ok {
+				continue
+			}
+			switch color[dep] {
+			case grey:
+				i := slices.Index(stack, dep)
+				cyc := append(slices.Clone(stack[i:]), dep)
+				if !reported[dep] {
+					reported[dep] = true
+					s := byName[dep]
+					p.add(p.lines.lookup(lineKeyOf(s, specs, "after")), "job "+strconv.Quote(dep), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
+				}
+			case white:
+				visit(dep, stack)
+			}
+		}
+		color[n] = black
+	}
+	for _, s := range specs {
+		if s.Name != "" && color[s.Name] == white {
+			visit(s.Name, nil)
+		}
+	}
+}
+
+func lineKeyOf(s *Spec, specs []Spec, key string) string {
+	for i := range specs {
+		if &specs[i] == s {
+			return "job." + strconv.Itoa(i) + "." + key
+		}
+	}
+	return key
+}
+
+// fields type-checks the keys of one table and returns the typed values.
+func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]any {
+	out := map[string]any{}
+	for _, k := range sortedKeys(m) {
+		v := m[k]
+		switch k {
+		case "name":
+			if isDefaults {
+				p.at(sc, k, "a name cannot be a default: each job names itself")
+				continue
+			}
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			if msg := checkName(s); msg != "" {
+				p.at(sc, k, msg)
+				continue
+			}
+			out[k] = s
+		case "command":
+			switch c := v.(type) {
+			case string:
+				if strings.TrimSpace(c) == "" {
+					p.at(sc, k, "empty command: expected a shell command string or an argv array")
+				} else if strings.ContainsRune(c, 0) {
+					p.at(sc, k, "command contains a NUL byte")
+				} else {
+					out[k] = []string{"/bin/sh", "-c", c}
+				}
+			case []any:
+				argv, ok := p.strList(sc, k, v)
+				if !ok {
+					continue
+				}
+				if len(argv) == 0 || argv[0] == "" {
+					p.at(sc, k, "empty command: expected a non-empty argv array whose first element is the program")
+					continue
+				}
+				bad := false
+				for _, a := range argv {
+					if strings.ContainsRune(a, 0) {
+						bad = true
+					}
+				}
+				if bad {
+					p.at(sc, k, "command contains a NUL byte")
+					continue
+				}
+				out[k] = argv
+			default:
+				p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+typeName(v))
+			}
+		case "cwd", "workspace":
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			if path, msg := p.path(s); msg != "" {
+				p.at(sc, k, msg)
+			} else if k == "workspace" && path == "/" {
+				p.at(sc, k, `workspace "/" would make the whole filesystem writable: expected a dedicated directory`)
+			} else {
+				out[k] = path
+			}
+		case "writable":
+			list, ok := p.strList(sc, k, v)
+			if !ok {
+				continue
+			}
+			var paths []string
+			for _, s := range list {
+				path, msg := p.path(s)
+				if msg == "" && path == "/" {
+					msg = `"/" would make the whole filesystem writable: use mode = "danger_full_access" if that is meant`
+				}
+				if msg != "" {
+					p.at(sc, k, msg)
+					ok = false
+					continue
+				}
+				paths = append(paths, path)
+			}
+			if ok {
+				out[k] = paths
+			}
+		case "mode":
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			if !slices.Contains(modes, s) {
+				p.at(sc, k, fmt.Sprintf("unknown mode %q: expected one of %s%s", s, strings.Join(modes, ", "), didYouMean(s, modes)))
+				continue
+			}
+			out[k] = s
+		case "network":
+			b, ok := v.(bool)
+			if !ok {
+				p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+typeName(v))
+				continue
+			}
+			out[k] = b
+		case "env", "labels":
+			t, ok := v.(map[string]any)
+			if !ok {
+				p.at(sc, k, "expected a table of strings, got "+typeName(v))
+				continue
+			}
+			sm := map[string]string{}
+			for _, ek := range sortedKeys(t) {
+				ev := t[ek]
+				key := k + "." + ek
+				s, isStr := ev.(string)
+				switch {
+				case !isStr:
+					p.at(sc, key, "expected a string value, got "+typeName(ev)+` (quote it: "...")`)
+				case ek == "" || strings.ContainsAny(ek, "=\x00"):
+					p.at(sc, key, "invalid key: expected a non-empty name without '=' or NUL")
+				case strings.ContainsRune(s, 0):
+					p.at(sc, key, "value contains a NUL byte")
+				default:
+					sm[ek] = s
+				}
+			}
+			out[k] = sm
+		case "timeout", "backoff":
+			s, ok := v.(string)
+			if !ok {
+				p.at(sc, k, `expected a duration string like "90s" or "1h30m", got `+typeName(v))
+				continue
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				p.at(sc, k, fmt.Sprintf(`invalid duration %q: expected a Go duration like "90s" or "1h30m"`, s))
+				continue
+			}
+			if d < 0 {
+				p.at(sc, k, fmt.Sprintf("negative duration %q: expected zero or more", s))
+				continue
+			}
+			out[k] = d
+		case "retries", "priority":
+			n, ok := v.(int64)
+			if !ok {
+				p.at(sc, k, "expected an integer, got "+typeName(v))
+				continue
+			}
+			if k == "retries" && (n < 0 || n > MaxRetries) {
+				p.at(sc, k, fmt.Sprintf("retries %d out of range: expected 0 to %d", n, MaxRetries))
+				continue
+			}
+			if k == "priority" && (n < -1_000_000 || n > 1_000_000) {
+				p.at(sc, k, fmt.Sprintf("priority %d out of range: expected -1000000 to 1000000", n))
+				continue
+			}
+			out[k] = int(n)
+		case "hooks", "after":
+			list, ok := p.strList(sc, k, v)
+			if !ok {
+				continue
+			}
+			for _, s := range list {
+				if strings.TrimSpace(s) == "" || strings.ContainsRune(s, 0) {
+					p.at(sc, k, "expected non-empty names without NUL")
+					ok = false
+					break
+				}
+			}
+			if ok {
+				out[k] = list
+			}
+		case "schedule":
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			if strings.TrimSpace(s) == "" || strings.ContainsRune(s, 0) {
+				p.at(sc, k, "expected a non-empty schedule string")
+				continue
+			}
+			out[k] = s
+		case "timezone":
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			if s == "" || strings.ContainsRune(s, 0) {
+				p.at(sc, k, `expected an IANA time zone name like "Europe/Paris" or "UTC"`)
+				continue
+			}
+			if _, err := time.LoadLocation(s); err != nil {
+				p.at(sc, k, fmt.Sprintf(`unknown time zone %q: expected an IANA name like "Europe/Paris" or "UTC"`, s))
+				continue
+			}
+			out[k] = s
+		default:
+			cands := fieldNames
+			if sc.prefix == "" {
+				cands = append(slices.Clone(fieldNames), "defaults", "job")
+			}
+			p.at(sc, k, "unknown key"+didYouMean(k, cands))
+		}
+	}
+	return out
+}
+
+// build merges defaults and a job's own fields into a Spec.
+func (p *parser) build(defaults, own map[string]any, sc scope, line int) (Spec, bool) {
+	f := maps.Clone(defaults)
+	if f == nil {
+		f = map[string]any{}
+	}
+	for k, v := range own {
+		if d, ok := f[k].(map[string]string); ok && (k == "env" || k == "labels") {
+			m := maps.Clone(d)
+			maps.Copy(m, v.(map[string]string))
+			f[k] = m
+			continue
+		}
+		f[k] = v
+	}
+	s := Spec{Line: line}
+	if _, ok := f["command"]; !ok {
+		if !p.hadError(sc.label, "command") && !p.hadError("defaults", "command") {
+			p.add(line, sc.label, "command", "missing: expected a string (run by /bin/sh -c) or an array of strings (argv)")
+		}
+		return s, false
+	}
+	s.Command = f["command"].([]string)
+	get := func(k string, dst any) {
+		v, ok := f[k]
+		if !ok {
+			return
+		}
+		switch d := dst.(type) {
+		case *string:
+			*d = v.(string)
+		case *[]string:
+			*d = v.([]string)
+		case *int:
+			*d = v.(int)
+		case *time.Duration:
+			*d = v.(time.Duration)
+		case *map[string]string:
+			*d = v.(map[string]string)
+		}
+	}
+	get("name", &s.Name)
+	get("cwd", &s.Cwd)
+	get("workspace", &s.Workspace)
+	get("mode", &s.Mode)
+	if b, ok := f["network"].(bool); ok {
+		s.Network = &b
+	}
+	get("writable", &s.Writable)
+	get("env", &s.Env)
+	get("timeout", &s.Timeout)
+	get("retries", &s.Retries)
+	get("backoff", &s.Backoff)
+	get("priority", &s.Priority)
+	get("labels", &s.Labels)
+	get("hooks", &s.Hooks)
+	get("after", &s.After)
+	get("schedule", &s.Schedule)
+	get("timezone", &s.Timezone)
+	if s.Name != "" && slices.Contains(s.After, s.Name) {
+		p.at(sc, "after", fmt.Sprintf("job %q cannot wait for itself", s.Name))
+		return s, false
+	}
+	return s, true
+}
+
+func (p *parser) hadError(label, key string) bool {
+	for _, e := range p.errs {
+		if e.Job == label && e.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) str(sc scope, k string, v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		p.at(sc, k, "expected a string, got "+typeName(v))
+	}
+	return s, ok
+}
+
+func (p *parser) strList(sc scope, k string, v any) ([]string, bool) {
+	arr, ok := v.([]any)
+	if !ok {
+		p.at(sc, k, "expected an array of strings, got "+typeName(v))
+		return nil, false
+	}
+	out := make([]string, 0, len(arr))
+	for i, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			p.at(sc, k, fmt.Sprintf("expected an array of strings, element %d is %s", i+1, typeName(e)))
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// path checks and resolves a path; msg is non-empty when it is refused.
+func (p *parser) path(s string) (string, string) {
+	switch {
+	case s == "":
+		return "", "empty path: expected a directory"
+	case strings.ContainsRune(s, 0):
+		return "", "path contains a NUL byte"
+	case strings.HasPrefix(s, "~"):
+		return "", fmt.Sprintf("%q: ~ is not expanded; expected an absolute path or one relative to the job file", s)
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(p.base, s)
+	}
+	return filepath.Clean(s), ""
+}
+
+func checkName(s string) string {
+	switch {
+	case s == "":
+		return "empty name: expected letters, digits, '.', '_' or '-', or no name key at all"
+	case len(s) > MaxNameLen:
+		return fmt.Sprintf("name longer than %d bytes", MaxNameLen)
+	case !isAlnum(s[0]):
+		return fmt.Sprintf("invalid name %q: expected it to start with a letter or digit", s)
+	case looksLikeID(s):
+		return fmt.Sprintf("invalid name %q: it looks like a job id (16 base32 characters); pick another", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return fmt.Sprintf("invalid name %q: expected only letters, digits, '.', '_' and '-'", s)
+		}
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := slices.Collect(maps.Keys(m))
+	slices.Sort(ks)
+	return ks
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "table"
+	case []map[string]any:
+		return "array of tables"
+	case time.Time, toml.Primitive:
+		return "date/time"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// didYouMean returns ` (did you mean "x"?)` for the closest candidate within
+// a small edit distance, or "".
+func didYouMean(s string, cands []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range cands {
+		d := editDistance(strings.ToLower(s), c)
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best != "" && (bestD <= 2 || bestD <= len(best)/3) && bestD < len(s) {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 {
+		return 1 << 20
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// validateSpecs checks specs built by Go code (Parse's output passes) so
+// that the store never holds a job the runner cannot interpret.
+func validateSpecs(file string, specs []Spec) error {
+	var errs []FieldError
+	names := map[string]bool{}
+	zones := map[string]bool{}
+	for i := range specs {
+		s := &specs[i]
+		label := "job " + strconv.Itoa(i+1)
+		if s.Name != "" {
+			label = "job " + strconv.Quote(s.Name)
+		}
+		bad := func(key, msg string) {
+			errs = append(errs, FieldError{File: file, Line: s.Line, Job: label, Key: key, Message: msg})
+		}
+		if s.Name != "" {
+			if msg := checkName(s.Name); msg != "" {
+				bad("name", msg)
+			} else if names[s.Name] {
+				bad("name", fmt.Sprintf("duplicate name %q in the batch", s.Name))
+			}
+			names[s.Name] = true
+		}
+		if len(s.Command) == 0 || s.Command[0] == "" {
+			bad("command", "empty command: expected a non-empty argv")
+		}
+		for _, a := range s.Command {
+			if strings.ContainsRune(a, 0) {
+				bad("command", "command contains a NUL byte")
+				break
+			}
+		}
+		if s.Mode != "" && !slices.Contains(modes, s.Mode) {
+			bad("mode", fmt.Sprintf("unknown mode %q: expected one of %s", s.Mode, strings.Join(modes, ", ")))
+		}
+		for key, ps := range map[string][]string{"cwd": {s.Cwd}, "workspace": {s.Workspace}, "writable": s.Writable} {
+			for _, p := range ps {
+				if key != "writable" && p == "" {
+					continue
+				}
+				switch {
+				case strings.ContainsRune(p, 0) || !filepath.IsAbs(p):
+					bad(key, fmt.Sprintf("%q: expected an absolute path without NUL", p))
+				case (key == "workspace" || key == "writable") && filepath.Clean(p) == "/":
+					bad(key, `"/" would make the whole filesystem writable`)
+				}
+			}
+		}
+		if s.Timeout < 0 {
+			bad("timeout", "negative duration: expected zero or more")
+		}
+		if s.Backoff < 0 {
+			bad("backoff", "negative duration: expected zero or more")
+		}
+		if s.Retries < 0 || s.Retries > MaxRetries {
+			bad("retries", fmt.Sprintf("retries %d out of range: expected 0 to %d", s.Retries, MaxRetries))
+		}
+		for _, a := range s.After {
+			if a == "" || a == s.Name {
+				bad("after", fmt.Sprintf("invalid dependency %q: expected the name or id of another job", a))
+			}
+		}
+		if s.Timezone != "" && !zones[s.Timezone] {
+			if _, err := time.LoadLocation(s.Timezone); err != nil {
+				bad("timezone", fmt.Sprintf("unknown time zone %q", s.Timezone))
+			} else {
+				zones[s.Timezone] = true
+			}
+		}
+		for k := range s.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				bad("env", fmt.Sprintf("invalid variable name %q", k))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return &ValidationError{Errors: errs}
+	}
+	return nil
+}

@@ -1,0 +1,1054 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// SQLiteOptions configure OpenSQLite. The zero value is ready to use.
+type SQLiteOptions struct {
+	// Clock returns the current time. Defaults to time.Now. Tests inject a
+	// fake clock so that backoff and lease expiry need no sleeping.
+	Clock func() time.Time
+	// Rand returns a jitter sample in [0,1) for Backoff. Defaults to
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// BusyTimeout is how long a write waits for another process holding the
+	// write lock before failing with SQLITE_BUSY. Defaults to
+	// BusyTimeoutDefault.
+	BusyTimeout time.Duration
+}
+
+// BusyTimeoutDefault is SQLiteOptions.BusyTimeout's default.
+const BusyTimeoutDefault = 10 * time.Second
+
+// SchemaVersion is the schema the store writes (PRAGMA user_version).
+const SchemaVersion = 1
+
+// SQLiteStore is the embedded Store: one SQLite file in WAL mode, shared
+// safely by many goroutines and many processes on one machine (not over a
+// network file system). Every write runs in a BEGIN IMMEDIATE transaction,
+// so claims are serialized by SQLite's write lock and no job is handed out
+// twice. Commits use synchronous=NORMAL: a committed job survives kill -9
+// of any process, though the last commits may be lost on power failure.
+//
+// Other processes can notice changes cheaply by watching the modification
+// time of the "-wal" file beside the database (it is written on every
+// commit), then calling JobClaim.
+type SQLiteStore struct {
+	w, r   *sql.DB // w: one connection, IMMEDIATE transactions; r: readers
+	clock  func() time.Time
+	rand   func() float64
+	closed atomic.Bool
+
+	stClaimSel, stClaimUpd, stAttemptIns, stJobIns *sql.Stmt
+}
+
+var _ Store = (*SQLiteStore)(nil)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sources (
+	id   INTEGER PRIMARY KEY,
+	path TEXT NOT NULL,
+	text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+	rid              INTEGER PRIMARY KEY,
+	id               TEXT NOT NULL UNIQUE,
+	name             TEXT NOT NULL,
+	state            TEXT NOT NULL,
+	priority         INTEGER NOT NULL,
+	created_ns       INTEGER NOT NULL,
+	updated_ns       INTEGER NOT NULL,
+	finished_ns      INTEGER NOT NULL DEFAULT 0,
+	not_before_ns    INTEGER NOT NULL DEFAULT 0,
+	deps_pending     INTEGER NOT NULL DEFAULT 0,
+	attempts         INTEGER NOT NULL DEFAULT 0,
+	max_attempts     INTEGER NOT NULL,
+	lease_owner      TEXT NOT NULL DEFAULT '',
+	lease_expires_ns INTEGER NOT NULL DEFAULT 0,
+	cancel_requested INTEGER NOT NULL DEFAULT 0,
+	reason           TEXT NOT NULL DEFAULT '',
+	spec             TEXT NOT NULL,
+	source_id        INTEGER NOT NULL,
+	source_path      TEXT NOT NULL DEFAULT '',
+	depends_on       TEXT NOT NULL DEFAULT ''
+);
+-- Ready jobs in claim order; not_before_ns makes the index covering.
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, not_before_ns)
+	WHERE state = 'queued' AND deps_pending = 0;
+CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_ns) WHERE name != '';
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_name_active ON jobs(name)
+	WHERE name != '' AND state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_ns) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_ns) WHERE finished_ns > 0;
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_source ON jobs(source_id);
+CREATE TABLE IF NOT EXISTS deps (
+	dep_rid INTEGER NOT NULL,
+	job_rid INTEGER NOT NULL,
+	PRIMARY KEY (dep_rid, job_rid)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS deps_job ON deps(job_rid);
+CREATE TABLE IF NOT EXISTS attempts (
+	job_rid     INTEGER NOT NULL,
+	number      INTEGER NOT NULL,
+	worker_id   TEXT NOT NULL,
+	started_ns  INTEGER NOT NULL,
+	ended_ns    INTEGER NOT NULL DEFAULT 0,
+	outcome     TEXT NOT NULL DEFAULT '',
+	exit_code   INTEGER,
+	signal      TEXT NOT NULL DEFAULT '',
+	reason      TEXT NOT NULL DEFAULT '',
+	argv        TEXT NOT NULL DEFAULT '',
+	trail       TEXT NOT NULL DEFAULT '',
+	stdout_path TEXT NOT NULL DEFAULT '',
+	stderr_path TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (job_rid, number)
+) WITHOUT ROWID;
+`
+
+// OpenSQLite opens (creating when missing) the store in the file at path.
+// Several processes may open the same file at once. The caller must Close
+// the store.
+func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore, error) {
+	if path == "" || strings.ContainsAny(path, "?\x00") {
+		return nil, fmt.Errorf("queue: invalid database path %q", path)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = BusyTimeoutDefault
+	}
+	s := &SQLiteStore{clock: o.Clock, rand: o.Rand}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	base := "file:" + path + "?_pragma=busy_timeout(" + strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10) + ")" +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	var err error
+	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate"); err != nil {
+		return nil, fmt.Errorf("queue: open %s: %w", path, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxIdleTime(0)
+	if s.r, err = sql.Open("sqlite", base+"&_pragma=query_only(1)"); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("queue: open %s: %w", path, err)
+	}
+	s.r.SetMaxOpenConns(4)
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("queue: open %s: %w", path, err)
+	}
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&s.stClaimSel, `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`},
+		{&s.stClaimUpd, `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid = ? RETURNING ` + jobCols},
+		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
+		{&s.stJobIns, `INSERT INTO jobs (id, name, state, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+	} {
+		if *p.st, err = s.w.PrepareContext(ctx, p.sql); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("queue: prepare: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func (s *SQLiteStore) migrate(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return err
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("schema version %d is newer than this paddock (%d)", v, SchemaVersion)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(SchemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Close closes the database. Safe to call more than once.
+func (s *SQLiteStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	err := s.w.Close()
+	if s.r != nil {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+func (s *SQLiteStore) now() int64 { return s.clock().UnixNano() }
+
+// tx runs fn in an IMMEDIATE transaction.
+func (s *SQLiteStore) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("queue: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue: commit: %w", err)
+	}
+	return nil
+}
+
+const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path`
+
+type jobRow struct {
+	Job
+	rid, sourceID int64
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanJob(sc scanner) (jobRow, error) {
+	var (
+		r                                          jobRow
+		spec, deps                                 string
+		state                                      string
+		created, updated, finished, notBefore, exp int64
+		cancel                                     int
+	)
+	err := sc.Scan(&r.rid, &r.ID, &r.Name, &state, &spec, &r.sourceID, &r.Reason, &created, &updated, &finished, &notBefore,
+		&r.DepsPending, &r.AttemptCount, &r.MaxAttempts, &r.LeaseOwner, &exp, &cancel, &deps, &r.SourcePath)
+	if err != nil {
+		return r, err
+	}
+	r.State = JobState(state)
+	if err := json.Unmarshal([]byte(spec), &r.Spec); err != nil {
+		return r, fmt.Errorf("queue: job %s: corrupt spec: %w", r.ID, err)
+	}
+	if deps != "" {
+		r.DependsOn = strings.Split(deps, " ")
+	}
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt, r.NotBefore, r.LeaseExpiresAt = ts(created), ts(updated), ts(finished), ts(notBefore), ts(exp)
+	r.CancelRequested = cancel != 0
+	return r, nil
+}
+
+func ts(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+func nsOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// resolve finds a job by id, or by name (the newest with that name).
+func resolve(ctx context.Context, q querier, ref string) (jobRow, error) {
+	if ref == "" {
+		return jobRow{}, fmt.Errorf("%w: empty id or name", ErrNotFound)
+	}
+	if looksLikeID(ref) {
+		r, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, ref))
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return r, fmt.Errorf("queue: get %s: %w", ref, err)
+		}
+	}
+	r, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE name = ? AND name != '' ORDER BY created_ns DESC, rid DESC LIMIT 1`, ref))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("%w: no job with id or name %q", ErrNotFound, ref)
+	}
+	if err != nil {
+		return r, fmt.Errorf("queue: get %s: %w", ref, err)
+	}
+	return r, nil
+}
+
+func loadAttempts(ctx context.Context, q querier, rid int64) ([]Attempt, error) {
+	rows, err := q.QueryContext(ctx, `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path FROM attempts WHERE job_rid = ? ORDER BY number`, rid)
+	if err != nil {
+		return nil, fmt.Errorf("queue: attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a              Attempt
+			started, ended int64
+			exit           sql.NullInt64
+			argv, trail    string
+		)
+		if err := rows.Scan(&a.Number, &a.WorkerID, &started, &ended, &a.Outcome, &exit, &a.Signal, &a.Reason, &argv, &trail, &a.StdoutPath, &a.StderrPath); err != nil {
+			return nil, fmt.Errorf("queue: attempts: %w", err)
+		}
+		a.StartedAt, a.EndedAt = ts(started), ts(ended)
+		if exit.Valid {
+			c := int(exit.Int64)
+			a.ExitCode = &c
+		}
+		if argv != "" {
+			_ = json.Unmarshal([]byte(argv), &a.ConfinedArgv)
+		}
+		if trail != "" {
+			a.Trail = json.RawMessage(trail)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLiteStore) fill(ctx context.Context, q querier, r *jobRow, attempts, source bool) error {
+	if attempts {
+		a, err := loadAttempts(ctx, q, r.rid)
+		if err != nil {
+			return err
+		}
+		r.Attempts = a
+	}
+	if source {
+		err := q.QueryRowContext(ctx, `SELECT text FROM sources WHERE id = ?`, r.sourceID).Scan(&r.Source)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("queue: source: %w", err)
+		}
+	}
+	return nil
+}
+
+// JobEnqueue implements Store. Names in Spec.After resolve first to a job
+// of the same batch, then to a stored job (by id, or the newest job with
+// that name); a reference to nothing refuses the batch. A dependency that
+// already succeeded counts as met; one that already failed, was denied or
+// was canceled makes the new job fail at once (with its dependents).
+func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error) {
+	if p == nil || len(p.Specs) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
+	}
+	if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
+		return nil, verr
+	}
+	now := s.now()
+	specJSON := make([][]byte, len(p.Specs))
+	for i := range p.Specs {
+		b, err := json.Marshal(&p.Specs[i])
+		if err != nil {
+			return nil, fmt.Errorf("queue: encode spec: %w", err)
+		}
+		specJSON[i] = b
+	}
+	batchIdx := make(map[string]int, len(p.Specs))
+	for i, sp := range p.Specs {
+		if sp.Name != "" {
+			batchIdx[sp.Name] = i
+		}
+	}
+	jobs := make([]Job, len(p.Specs))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var errs []FieldError
+		inUse := false
+		fe := func(sp Spec, i int, key, msg string) {
+			label := "job " + strconv.Itoa(i+1)
+			if sp.Name != "" {
+				label = "job " + strconv.Quote(sp.Name)
+			}
+			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: label, Key: key, Message: msg})
+		}
+		// Names held by queued or running jobs.
+		for i, sp := range p.Specs {
+			if sp.Name == "" {
+				continue
+			}
+			var id, state string
+			err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE name = ? AND state IN ('queued','running')`, sp.Name).Scan(&id, &state)
+			if err == nil {
+				inUse = true
+				fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, state, id))
+			} else if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("queue: enqueue: %w", err)
+			}
+		}
+		// Resolve dependencies.
+		type ext struct {
+			rid   int64
+			id    string
+			state JobState
+			label string
+		}
+		extDeps := make([][]ext, len(p.Specs)) // stored dependencies
+		inDeps := make([][]int, len(p.Specs))  // in-batch dependencies
+		extCache := map[string]*ext{}
+		for i, sp := range p.Specs {
+			for _, ref := range sp.After {
+				if j, ok := batchIdx[ref]; ok {
+					inDeps[i] = append(inDeps[i], j)
+					continue
+				}
+				e, ok := extCache[ref]
+				if !ok {
+					r, err := resolve(ctx, tx, ref)
+					if errors.Is(err, ErrNotFound) {
+						extCache[ref] = nil
+					} else if err != nil {
+						return err
+					} else {
+						e = &ext{rid: r.rid, id: r.ID, state: r.State, label: jobLabel(r.Job)}
+						extCache[ref] = e
+					}
+				}
+				if e == nil {
+					fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
+					continue
+				}
+				extDeps[i] = append(extDeps[i], *e)
+			}
+		}
+		if len(errs) > 0 {
+			verr := &ValidationError{Errors: errs}
+			if inUse {
+				return fmt.Errorf("%w: %w", ErrNameInUse, verr)
+			}
+			return verr
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text) VALUES (?, ?)`, p.SourcePath, p.Source)
+		if err != nil {
+			return fmt.Errorf("queue: enqueue: %w", err)
+		}
+		srcID, _ := res.LastInsertId()
+		ins := tx.StmtContext(ctx, s.stJobIns)
+		rids := make([]int64, len(p.Specs))
+		ids := make([]string, len(p.Specs))
+		for i := range p.Specs {
+			ids[i] = NewID(ts(now))
+		}
+		for i, sp := range p.Specs {
+			pending := len(inDeps[i])
+			var dep []string
+			for _, j := range inDeps[i] {
+				dep = append(dep, ids[j])
+			}
+			for _, e := range extDeps[i] {
+				dep = append(dep, e.id)
+				if e.state != StateSucceeded {
+					pending++
+				}
+			}
+			res, err := ins.ExecContext(ctx, ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
+			if err != nil {
+				return fmt.Errorf("queue: enqueue: %w", err)
+			}
+			rids[i], _ = res.LastInsertId()
+			jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
+				MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
+		}
+		var badDeps []ext
+		for i := range p.Specs {
+			for _, j := range inDeps[i] {
+				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, rids[j], rids[i]); err != nil {
+					return fmt.Errorf("queue: enqueue: %w", err)
+				}
+			}
+			for _, e := range extDeps[i] {
+				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, e.rid, rids[i]); err != nil {
+					return fmt.Errorf("queue: enqueue: %w", err)
+				}
+				switch e.state {
+				case StateFailed, StateDenied, StateCanceled:
+					badDeps = append(badDeps, e)
+				}
+			}
+		}
+		for _, e := range badDeps {
+			if err := failDependents(ctx, tx, e.rid, e.label, e.state, now); err != nil {
+				return err
+			}
+		}
+		if len(badDeps) > 0 { // refresh the states we report
+			for i := range jobs {
+				var state, reason string
+				var fin int64
+				if err := tx.QueryRowContext(ctx, `SELECT state, reason, finished_ns FROM jobs WHERE rid = ?`, rids[i]).Scan(&state, &reason, &fin); err != nil {
+					return fmt.Errorf("queue: enqueue: %w", err)
+				}
+				jobs[i].State, jobs[i].Reason, jobs[i].FinishedAt = JobState(state), reason, ts(fin)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+func jobLabel(j Job) string {
+	if j.Name != "" {
+		return strconv.Quote(j.Name) + " (" + j.ID + ")"
+	}
+	return j.ID
+}
+
+// failDependents fails, transitively, every queued job waiting on rid.
+func failDependents(ctx context.Context, tx *sql.Tx, rid int64, label string, state JobState, now int64) error {
+	type item struct {
+		rid   int64
+		label string
+		how   string
+	}
+	root := label + " " + string(state)
+	work := []item{{rid, label, string(state)}}
+	for len(work) > 0 {
+		it := work[len(work)-1]
+		work = work[:len(work)-1]
+		reason := "dependency " + it.label + " " + it.how
+		if it.rid != rid {
+			reason += " (because " + root + ")"
+		}
+		rows, err := tx.QueryContext(ctx, `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
+			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?) RETURNING rid, id, name`, reason, now, now, it.rid)
+		if err != nil {
+			return fmt.Errorf("queue: fail dependents: %w", err)
+		}
+		for rows.Next() {
+			var n item
+			var id, name string
+			if err := rows.Scan(&n.rid, &id, &name); err != nil {
+				rows.Close()
+				return fmt.Errorf("queue: fail dependents: %w", err)
+			}
+			n.label = jobLabel(Job{ID: id, Name: name})
+			n.how = "failed"
+			work = append(work, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("queue: fail dependents: %w", err)
+		}
+	}
+	return nil
+}
+
+// releaseDependents counts a success towards every job waiting on rid.
+func releaseDependents(ctx context.Context, tx *sql.Tx, rid, now int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET deps_pending = deps_pending - 1, updated_ns = ?
+		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?)`, now, rid)
+	if err != nil {
+		return fmt.Errorf("queue: release dependents: %w", err)
+	}
+	return nil
+}
+
+// JobClaim implements Store.
+func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, error) {
+	if p == nil || p.WorkerID == "" {
+		return nil, errors.New("queue: claim: WorkerID is required")
+	}
+	limit := max(p.Limit, 1)
+	lease := p.Lease
+	if lease <= 0 {
+		lease = LeaseDefault
+	}
+	var out []Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		rows, err := tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, now, limit)
+		if err != nil {
+			return fmt.Errorf("queue: claim: %w", err)
+		}
+		var rids []int64
+		for rows.Next() {
+			var rid int64
+			if err := rows.Scan(&rid); err != nil {
+				rows.Close()
+				return fmt.Errorf("queue: claim: %w", err)
+			}
+			rids = append(rids, rid)
+		}
+		rows.Close()
+		if len(rids) == 0 {
+			return nil
+		}
+		upd := tx.StmtContext(ctx, s.stClaimUpd)
+		ins := tx.StmtContext(ctx, s.stAttemptIns)
+		for _, rid := range rids {
+			r, err := scanJob(upd.QueryRowContext(ctx, p.WorkerID, now+int64(lease), now, rid))
+			if err != nil {
+				return fmt.Errorf("queue: claim: %w", err)
+			}
+			if _, err := ins.ExecContext(ctx, rid, r.AttemptCount, p.WorkerID, now); err != nil {
+				return fmt.Errorf("queue: claim: %w", err)
+			}
+			out = append(out, r.Job)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LeaseExtend implements Store.
+func (s *SQLiteStore) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]string, error) {
+	if p == nil || p.WorkerID == "" {
+		return nil, errors.New("queue: lease extend: WorkerID is required")
+	}
+	if len(p.JobIDs) == 0 {
+		return nil, nil
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = LeaseDefault
+	}
+	var stop []string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		stop = stop[:0]
+		now := s.now()
+		for _, id := range p.JobIDs {
+			var cancel int
+			err := tx.QueryRowContext(ctx, `UPDATE jobs SET lease_expires_ns = ? WHERE id = ? AND state = 'running' AND lease_owner = ? RETURNING cancel_requested`,
+				now+int64(lease), id, p.WorkerID).Scan(&cancel)
+			if errors.Is(err, sql.ErrNoRows) || cancel != 0 {
+				stop = append(stop, id)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("queue: lease extend: %w", err)
+			}
+		}
+		return nil
+	})
+	return stop, err
+}
+
+// AttemptFinish implements Store.
+func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams) (Job, error) {
+	if p == nil {
+		return Job{}, errors.New("queue: attempt finish: nil params")
+	}
+	a := p.Attempt
+	switch a.Outcome {
+	case OutcomeSucceeded, OutcomeFailed, OutcomeRunnerFailed, OutcomeDenied, OutcomeCanceled, OutcomeTimeout, OutcomeInterrupted:
+	default:
+		return Job{}, fmt.Errorf("queue: attempt finish: unknown outcome %q: expected one of %s", a.Outcome, strings.Join(Outcomes(), ", "))
+	}
+	if len(a.Trail) > 0 && !json.Valid(a.Trail) {
+		return Job{}, errors.New("queue: attempt finish: Trail is not valid JSON")
+	}
+	var out Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, p.JobID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", ErrNotFound, p.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("queue: attempt finish: %w", err)
+		}
+		if r.State != StateRunning || r.LeaseOwner != p.WorkerID {
+			return fmt.Errorf("%w: job %s is %s (lease owner %q), not running for worker %q", ErrLeaseLost, r.ID, r.State, r.LeaseOwner, p.WorkerID)
+		}
+		now := s.now()
+		ended := nsOf(a.EndedAt)
+		if ended == 0 {
+			ended = now
+		}
+		if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, ended, a); err != nil {
+			return err
+		}
+		next, reason, notBefore := s.decide(r, a.Outcome, a.Reason, now)
+		if err := s.setState(ctx, tx, r, next, reason, notBefore, now); err != nil {
+			return err
+		}
+		out, err = s.reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+func (s *SQLiteStore) closeAttempt(ctx context.Context, tx *sql.Tx, rid int64, number int, ended int64, a Attempt) error {
+	var exit any
+	if a.ExitCode != nil {
+		exit = *a.ExitCode
+	}
+	argv := ""
+	if a.ConfinedArgv != nil {
+		b, _ := json.Marshal(a.ConfinedArgv)
+		argv = string(b)
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`,
+		ended, a.Outcome, exit, a.Signal, a.Reason, argv, string(a.Trail), a.StdoutPath, a.StderrPath, rid, number)
+	if err != nil {
+		return fmt.Errorf("queue: record attempt: %w", err)
+	}
+	return nil
+}
+
+// decide picks the state after an attempt ended with outcome.
+func (s *SQLiteStore) decide(r jobRow, outcome, why string, now int64) (JobState, string, int64) {
+	if why == "" {
+		why = outcome
+	}
+	switch {
+	case outcome == OutcomeSucceeded:
+		return StateSucceeded, why, 0
+	case outcome == OutcomeCanceled || r.CancelRequested:
+		return StateCanceled, "canceled (attempt " + strconv.Itoa(r.AttemptCount) + ": " + why + ")", 0
+	case outcome == OutcomeDenied:
+		return StateDenied, why, 0
+	case r.AttemptCount < r.MaxAttempts:
+		d := Backoff(r.Spec.Backoff, r.AttemptCount, s.rand())
+		nb := now + int64(d)
+		return StateQueued, fmt.Sprintf("attempt %d of %d %s: %s; retrying after %s", r.AttemptCount, r.MaxAttempts, outcome, why, d.Round(time.Millisecond)), nb
+	default:
+		return StateFailed, fmt.Sprintf("attempt %d of %d %s: %s", r.AttemptCount, r.MaxAttempts, outcome, why), 0
+	}
+}
+
+func (s *SQLiteStore) setState(ctx context.Context, tx *sql.Tx, r jobRow, next JobState, reason string, notBefore, now int64) error {
+	fin := int64(0)
+	if next.Finished() {
+		fin = now
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`,
+		string(next), reason, notBefore, fin, now, r.rid)
+	if err != nil {
+		return fmt.Errorf("queue: set state: %w", err)
+	}
+	switch next {
+	case StateSucceeded:
+		return releaseDependents(ctx, tx, r.rid, now)
+	case StateFailed, StateDenied, StateCanceled:
+		return failDependents(ctx, tx, r.rid, jobLabel(r.Job), next, now)
+	}
+	return nil
+}
+
+func (s *SQLiteStore) reload(ctx context.Context, q querier, rid int64) (Job, error) {
+	r, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE rid = ?`, rid))
+	if err != nil {
+		return Job{}, fmt.Errorf("queue: reload: %w", err)
+	}
+	if err := s.fill(ctx, q, &r, true, true); err != nil {
+		return Job{}, err
+	}
+	return r.Job, nil
+}
+
+// JobCancel implements Store.
+func (s *SQLiteStore) JobCancel(ctx context.Context, ref string) (Job, error) {
+	var out Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := resolve(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		switch r.State {
+		case StateQueued:
+			if err := s.setState(ctx, tx, r, StateCanceled, "canceled before it started", 0, now); err != nil {
+				return err
+			}
+		case StateRunning:
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, reason = 'cancel requested', updated_ns = ? WHERE rid = ?`, now, r.rid); err != nil {
+				return fmt.Errorf("queue: cancel: %w", err)
+			}
+		case StateCanceled:
+		default:
+			out = r.Job
+			return wrongState(r.Job, "cancel")
+		}
+		out, err = s.reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+// JobRetry implements Store.
+func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
+	var out Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := resolve(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		switch r.State {
+		case StateFailed, StateDenied, StateCanceled:
+		default:
+			return wrongState(r.Job, "retry")
+		}
+		if r.Name != "" {
+			var id string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM jobs WHERE name = ? AND state IN ('queued','running')`, r.Name).Scan(&id)
+			if err == nil {
+				return fmt.Errorf("%w: %q is held by job %s", ErrNameInUse, r.Name, id)
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("queue: retry: %w", err)
+			}
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = ? AND j.state != 'succeeded'`, r.rid)
+		if err != nil {
+			return fmt.Errorf("queue: retry: %w", err)
+		}
+		pending := 0
+		var blocked error
+		for rows.Next() {
+			var id, name, state string
+			if err := rows.Scan(&id, &name, &state); err != nil {
+				rows.Close()
+				return fmt.Errorf("queue: retry: %w", err)
+			}
+			if JobState(state).Finished() && blocked == nil {
+				blocked = fmt.Errorf("%w: cannot retry job %s: dependency %s is %s; retry it first", ErrWrongState, r.ID, jobLabel(Job{ID: id, Name: name}), state)
+			}
+			pending++
+		}
+		rows.Close()
+		if blocked != nil {
+			return blocked
+		}
+		now := s.now()
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = 'retry requested', deps_pending = ?, max_attempts = attempts + ?, not_before_ns = 0, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
+			pending, r.Spec.Retries+1, now, r.rid)
+		if err != nil {
+			return fmt.Errorf("queue: retry: %w", err)
+		}
+		out, err = s.reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+// LeaseRecoverExpired implements Store.
+func (s *SQLiteStore) LeaseRecoverExpired(ctx context.Context) ([]Job, error) {
+	var out []Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE state = 'running' AND lease_expires_ns < ?`, now)
+		if err != nil {
+			return fmt.Errorf("queue: recover: %w", err)
+		}
+		var expired []jobRow
+		for rows.Next() {
+			r, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			expired = append(expired, r)
+		}
+		rows.Close()
+		for _, r := range expired {
+			why := fmt.Sprintf("lease of worker %q expired at %s (the worker stopped heartbeating)", r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339))
+			if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, Attempt{Outcome: OutcomeInterrupted, Reason: why}); err != nil {
+				return err
+			}
+			next, reason, nb := StateQueued, fmt.Sprintf("attempt %d of %d interrupted: %s; queued again", r.AttemptCount, r.MaxAttempts, why), int64(0)
+			if r.CancelRequested {
+				next, reason = StateCanceled, "canceled (attempt interrupted: "+why+")"
+			} else if r.AttemptCount >= r.MaxAttempts {
+				next, reason = StateFailed, fmt.Sprintf("attempt %d of %d interrupted: %s", r.AttemptCount, r.MaxAttempts, why)
+			}
+			if err := s.setState(ctx, tx, r, next, reason, nb, now); err != nil {
+				return err
+			}
+			j, err := s.reload(ctx, tx, r.rid)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// JobGet implements Store.
+func (s *SQLiteStore) JobGet(ctx context.Context, ref string) (Job, error) {
+	if s.closed.Load() {
+		return Job{}, ErrClosed
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Job{}, fmt.Errorf("queue: get: %w", err)
+	}
+	defer tx.Rollback()
+	r, err := resolve(ctx, tx, ref)
+	if err != nil {
+		return Job{}, err
+	}
+	if err := s.fill(ctx, tx, &r, true, true); err != nil {
+		return Job{}, err
+	}
+	return r.Job, nil
+}
+
+// JobList implements Store.
+func (s *SQLiteStore) JobList(ctx context.Context, p *JobListParams) ([]Job, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p == nil {
+		p = &JobListParams{}
+	}
+	var where []string
+	var args []any
+	if len(p.States) > 0 {
+		ph := make([]string, len(p.States))
+		for i, st := range p.States {
+			ph[i] = "?"
+			args = append(args, string(st))
+		}
+		where = append(where, "state IN ("+strings.Join(ph, ",")+")")
+	}
+	if p.NameGlob != "" {
+		where = append(where, "name GLOB ?")
+		args = append(args, p.NameGlob)
+	}
+	for _, k := range sortedKeys(p.Labels) {
+		where = append(where, "json_extract(spec, ?) IS ?")
+		args = append(args, `$.labels."`+strings.ReplaceAll(k, `"`, `""`)+`"`, p.Labels[k])
+	}
+	q := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_ns DESC, rid DESC"
+	if p.Limit > 0 {
+		q += " LIMIT " + strconv.Itoa(p.Limit)
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("queue: list: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: list: %w", err)
+	}
+	var rs []jobRow
+	for rows.Next() {
+		r, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue: list: %w", err)
+	}
+	out := make([]Job, 0, len(rs))
+	for i := range rs {
+		if err := s.fill(ctx, tx, &rs[i], p.WithAttempts, p.WithSource); err != nil {
+			return nil, err
+		}
+		out = append(out, rs[i].Job)
+	}
+	return out, nil
+}
+
+// JobCounts implements Store.
+func (s *SQLiteStore) JobCounts(ctx context.Context) (map[JobState]int, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT state, count(*) FROM jobs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("queue: counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[JobState]int{}
+	for _, st := range JobStates() {
+		out[st] = 0
+	}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("queue: counts: %w", err)
+		}
+		out[JobState(st)] = n
+	}
+	return out, rows.Err()
+}
+
+// JobPrune implements Store.
+func (s *SQLiteStore) JobPrune(ctx context.Context, p *JobPruneParams) (int, error) {
+	if p == nil || p.OlderThan < 0 {
+		return 0, errors.New("queue: prune: OlderThan must be zero or more")
+	}
+	n := 0
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cutoff := s.now() - int64(p.OlderThan)
+		if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune (rid INTEGER PRIMARY KEY)`); err != nil {
+			return fmt.Errorf("queue: prune: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune`); err != nil {
+			return fmt.Errorf("queue: prune: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO temp.prune SELECT rid FROM jobs WHERE finished_ns > 0 AND finished_ns <= ?`, cutoff)
+		if err != nil {
+			return fmt.Errorf("queue: prune: %w", err)
+		}
+		m, _ := res.RowsAffected()
+		n = int(m)
+		for _, q := range []string{
+			`DELETE FROM attempts WHERE job_rid IN (SELECT rid FROM temp.prune)`,
+			`DELETE FROM deps WHERE job_rid IN (SELECT rid FROM temp.prune)`,
+			`DELETE FROM deps WHERE dep_rid IN (SELECT rid FROM temp.prune)`,
+			`DELETE FROM jobs WHERE rid IN (SELECT rid FROM temp.prune)`,
+			`DELETE FROM sources WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.source_id = sources.id)`,
+			`DELETE FROM temp.prune`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("queue: prune: %w", err)
+			}
+		}
+		return nil
+	})
+	return n, err
+}

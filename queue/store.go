@@ -1,0 +1,286 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// JobState is where a job stands. The transitions are drawn in the package
+// documentation.
+type JobState string
+
+const (
+	// StateQueued: waiting to be claimed. A queued job is ready when its
+	// NotBefore has passed and every job in its Spec.After has succeeded.
+	// JobClaim moves it to running, JobCancel to canceled, and the failure of
+	// a dependency to failed.
+	StateQueued JobState = "queued"
+	// StateRunning: claimed by a worker, which holds a lease on it.
+	// AttemptFinish moves it to a finished state or back to queued (retry);
+	// LeaseRecoverExpired moves it back to queued (or to failed) when the
+	// lease runs out. JobCancel only flags it (Job.CancelRequested).
+	StateRunning JobState = "running"
+	// StateSucceeded: the last attempt exited 0. Finished; kept until
+	// JobPrune removes it.
+	StateSucceeded JobState = "succeeded"
+	// StateFailed: attempts are spent, or a dependency ended without
+	// succeeding (Job.Reason names it). Finished; JobRetry re-queues it.
+	StateFailed JobState = "failed"
+	// StateDenied: a hook or the write fence refused the job. Never retried
+	// automatically; JobRetry re-queues it.
+	StateDenied JobState = "denied"
+	// StateCanceled: canceled by a user. Never retried automatically;
+	// JobRetry re-queues it.
+	StateCanceled JobState = "canceled"
+)
+
+// JobStates returns every state, in lifecycle order.
+func JobStates() []JobState {
+	return []JobState{StateQueued, StateRunning, StateSucceeded, StateFailed, StateDenied, StateCanceled}
+}
+
+// Finished reports whether s is a final state (succeeded, failed, denied,
+// canceled).
+func (s JobState) Finished() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateDenied, StateCanceled:
+		return true
+	}
+	return false
+}
+
+// Attempt outcomes, as recorded in Attempt.Outcome.
+const (
+	OutcomeSucceeded    = "succeeded"     // exited 0
+	OutcomeFailed       = "failed"        // ran and exited non-zero or was signalled; retried
+	OutcomeRunnerFailed = "runner_failed" // the command never ran (bwrap or spawn failed); retried
+	OutcomeDenied       = "denied"        // a hook or the fence refused; never retried
+	OutcomeCanceled     = "canceled"      // stopped because of JobCancel; never retried
+	OutcomeTimeout      = "timeout"       // killed at Spec.Timeout; retried
+	OutcomeInterrupted  = "interrupted"   // the worker vanished (lease expired); set by LeaseRecoverExpired; retried
+)
+
+// Outcomes returns every valid Attempt.Outcome.
+func Outcomes() []string {
+	return []string{OutcomeSucceeded, OutcomeFailed, OutcomeRunnerFailed, OutcomeDenied, OutcomeCanceled, OutcomeTimeout, OutcomeInterrupted}
+}
+
+// Attempt is one run of a job. Every attempt is kept until the job is pruned.
+type Attempt struct {
+	Number       int             // 1-based, in claim order; JobRetry continues the count
+	WorkerID     string          // the worker that claimed it
+	StartedAt    time.Time       // set by the store at claim
+	EndedAt      time.Time       // zero while running; set by AttemptFinish (the store's clock when zero)
+	Outcome      string          // one of Outcomes(); "" while running
+	ExitCode     *int            // nil when the command never ran or was signalled
+	Signal       string          // e.g. "SIGKILL"; "" when it exited
+	Reason       string          // human text, e.g. "exit status 1"
+	ConfinedArgv []string        // the argv exactly as spawned
+	Trail        json.RawMessage // hook decision trail; opaque to the queue (must be valid JSON or empty)
+	StdoutPath   string
+	StderrPath   string
+}
+
+// Job is a stored job.
+type Job struct {
+	ID         string // short, sortable by creation time (see NewID)
+	Name       string // Spec.Name; "" for an unnamed job
+	State      JobState
+	Spec       Spec
+	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); JobList fills it only with WithSource
+	SourcePath string // the file it came from ("" for stdin or Go callers)
+	// Reason says why the job is in its state: the last attempt's reason, the
+	// dependency that failed, "canceled", or the pending retry.
+	Reason string
+	// Attempts, oldest first. JobList fills it only with WithAttempts.
+	Attempts        []Attempt
+	AttemptCount    int       // len(Attempts) when loaded; always set
+	MaxAttempts     int       // attempts allowed before failing: Spec.Retries+1 (JobRetry raises it)
+	CreatedAt       time.Time // enqueue time
+	UpdatedAt       time.Time // last state change
+	FinishedAt      time.Time // zero until finished
+	NotBefore       time.Time // not claimed before this (retry backoff); zero = any time
+	LeaseOwner      string    // worker holding the lease; "" unless running
+	LeaseExpiresAt  time.Time // zero unless running
+	CancelRequested bool      // JobCancel was called while running; the worker should stop it
+	// DepsPending is how many jobs in Spec.After have not succeeded yet.
+	DepsPending int
+	// DependsOn are the ids Spec.After resolved to at enqueue.
+	DependsOn []string
+}
+
+// Store is a durable job queue. Every implementation must pass
+// storetest.Exercise. All methods are safe for concurrent use by many
+// goroutines and, for the embedded store, by many processes on one machine.
+//
+// A ref is a job id or a job name; a name resolves to the newest job
+// carrying it.
+//
+// # Errors
+//
+//   - ErrNotFound: no job has that id or name.
+//   - *ValidationError (errors.Is ErrInvalid): JobEnqueue refused the batch.
+//   - ErrNameInUse: a queued or running job already holds the name.
+//   - ErrLeaseLost: AttemptFinish from a worker that no longer holds the lease.
+//   - ErrWrongState: the operation does not apply in the job's state.
+//   - ErrNotImplemented: the store lacks an optional feature.
+type Store interface {
+	// JobEnqueue stores a batch in one transaction: every spec or none.
+	JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error)
+	// JobClaim claims up to p.Limit ready jobs, highest Priority first, then
+	// oldest, starting attempt N+1 of each under a lease for p.WorkerID. No
+	// job is ever handed to two claimers. Returns an empty slice when none is
+	// ready.
+	JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, error)
+	// LeaseExtend renews the leases p.WorkerID holds on p.JobIDs and returns
+	// the ids the worker must stop: those whose cancel was requested and
+	// those whose lease it no longer holds (expired and recovered, or
+	// finished elsewhere).
+	LeaseExtend(ctx context.Context, p *LeaseExtendParams) (stop []string, err error)
+	// AttemptFinish records the result of the running attempt and decides
+	// the job's next state: succeeded; denied; canceled (outcome canceled,
+	// or any failure after a cancel request); queued again with NotBefore
+	// set by Backoff while attempts remain; otherwise failed. A job that
+	// ends without succeeding fails its queued dependents, transitively.
+	AttemptFinish(ctx context.Context, p *AttemptFinishParams) (Job, error)
+	// JobCancel cancels a queued job (it never starts, dependents fail) or
+	// flags a running one (CancelRequested; the worker stops it and reports
+	// OutcomeCanceled). Canceling a canceled job is a no-op; any other
+	// finished job returns ErrWrongState.
+	JobCancel(ctx context.Context, ref string) (Job, error)
+	// JobRetry re-queues a failed, denied or canceled job with a fresh
+	// budget of Spec.Retries+1 attempts (its history is kept). ErrWrongState
+	// for other states or when a dependency has not succeeded and cannot
+	// (failed, denied, canceled: retry that one first); ErrNameInUse when a
+	// newer job with its name is queued or running. Dependents failed because
+	// of it are not revived.
+	JobRetry(ctx context.Context, ref string) (Job, error)
+	// LeaseRecoverExpired closes the attempt of every running job whose
+	// lease has expired with OutcomeInterrupted and puts the job back to
+	// queued (ready at once), or to failed when attempts are spent, or to
+	// canceled when a cancel was requested. Returns the jobs it moved.
+	// Workers should call it about every lease period.
+	LeaseRecoverExpired(ctx context.Context) ([]Job, error)
+	// JobGet returns one job, with Source and Attempts. ErrNotFound.
+	JobGet(ctx context.Context, ref string) (Job, error)
+	// JobList returns jobs matching every filter, newest first.
+	JobList(ctx context.Context, p *JobListParams) ([]Job, error)
+	// JobCounts returns the number of jobs in each state (every state is a key).
+	JobCounts(ctx context.Context) (map[JobState]int, error)
+	// JobPrune deletes finished jobs that finished more than p.OlderThan ago,
+	// with their attempts, and returns how many it deleted.
+	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
+	// Close releases the store. Calls after Close fail.
+	Close() error
+}
+
+// JobEnqueueParams is a batch to enqueue.
+type JobEnqueueParams struct {
+	Specs      []Spec // from Parse; validated again by the store
+	Source     string // the submitted TOML verbatim, kept with every job of the batch
+	SourcePath string // where it came from; "" for stdin
+}
+
+// JobClaimParams asks for work.
+type JobClaimParams struct {
+	WorkerID string        // required; owner of the leases
+	Limit    int           // at most this many jobs; <= 0 means 1
+	Lease    time.Duration // lease length; <= 0 means LeaseDefault
+}
+
+// LeaseExtendParams renews leases.
+type LeaseExtendParams struct {
+	WorkerID string
+	JobIDs   []string
+	Lease    time.Duration // new expiry is now+Lease; <= 0 means LeaseDefault
+}
+
+// AttemptFinishParams reports how the running attempt of JobID ended.
+type AttemptFinishParams struct {
+	JobID    string
+	WorkerID string // must hold the lease, or ErrLeaseLost
+	// Attempt: Outcome is required (one of Outcomes() except interrupted);
+	// Number, WorkerID and StartedAt are taken from the store; EndedAt
+	// defaults to the store's clock.
+	Attempt Attempt
+}
+
+// JobListParams filters JobList. The zero value lists every job.
+type JobListParams struct {
+	States       []JobState        // any of these; empty = all
+	Labels       map[string]string // every label must match exactly
+	NameGlob     string            // shell glob on the name ("*" and "?"; case-sensitive); "" = any
+	Limit        int               // at most this many; <= 0 = no limit
+	WithAttempts bool              // fill Job.Attempts
+	WithSource   bool              // fill Job.Source
+}
+
+// JobPruneParams selects finished jobs to delete.
+type JobPruneParams struct {
+	OlderThan time.Duration // finished at least this long ago; 0 = every finished job; negative is an error
+}
+
+// Defaults.
+const (
+	// LeaseDefault is the lease length when a claim or extension gives none.
+	LeaseDefault = 30 * time.Second
+	// BackoffDefault is the backoff base when Spec.Backoff is 0.
+	BackoffDefault = time.Second
+	// BackoffMax caps one retry delay.
+	BackoffMax = time.Hour
+)
+
+// Backoff returns the delay before the retry that follows failed attempt n
+// (1-based) with base (BackoffDefault when <= 0), given a jitter sample
+// r in [0,1):
+//
+//	d = min(base * 2^(n-1), BackoffMax)
+//	delay = d/2 + r*d/2          // "equal jitter": between d/2 and d
+//
+// So with the default base the first retry waits 0.5-1s, the second 1-2s,
+// the third 2-4s.
+func Backoff(base time.Duration, n int, r float64) time.Duration {
+	if base <= 0 {
+		base = BackoffDefault
+	}
+	if n < 1 {
+		n = 1
+	}
+	if r < 0 || r >= 1 || math.IsNaN(r) {
+		r = 0
+	}
+	d := float64(base) * math.Pow(2, float64(n-1))
+	if d > float64(BackoffMax) {
+		d = float64(BackoffMax)
+	}
+	return time.Duration(d/2 + r*d/2)
+}
+
+// Sentinel errors. Check them with errors.Is.
+var (
+	// ErrNotFound: no job has that id or name.
+	ErrNotFound = errors.New("queue: job not found")
+	// ErrInvalid: a job file or spec failed validation; the error is a
+	// *ValidationError listing every problem.
+	ErrInvalid = errors.New("queue: invalid job")
+	// ErrNameInUse: a queued or running job already holds the name.
+	ErrNameInUse = errors.New("queue: name in use by a queued or running job")
+	// ErrLeaseLost: the worker no longer holds the job's lease (it expired
+	// and was recovered, or the job was finished or claimed elsewhere).
+	ErrLeaseLost = errors.New("queue: lease lost")
+	// ErrWrongState: the operation does not apply to the job in its state.
+	ErrWrongState = errors.New("queue: wrong state")
+	// ErrNotImplemented: the store does not support this feature. The
+	// contract suite accepts it where a feature is optional.
+	ErrNotImplemented = errors.New("queue: not implemented")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("queue: store closed")
+)
+
+func wrongState(j Job, op string) error {
+	return fmt.Errorf("%w: cannot %s job %s: it is %s", ErrWrongState, op, j.ID, j.State)
+}
