@@ -7,8 +7,8 @@ HOOKS_DIR := $(BIN)/hooks
 
 # Example hooks (examples/hooks/<name>/): command-ABI modules are plain
 # wasip1 programs; reactor-ABI modules are built with -buildmode=c-shared.
-COMMAND_HOOKS :=
-REACTOR_HOOKS :=
+COMMAND_HOOKS := denylist minimal
+REACTOR_HOOKS := tighten minimal-reactor
 
 .PHONY: all build hooks bwrap test vet demo clean
 

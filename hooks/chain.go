@@ -1,0 +1,360 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// ChainOptions configure [NewChain].
+type ChainOptions struct {
+	// Hooks run in this order. May be empty: the chain then allows every
+	// job (and denies any job that names an optional hook).
+	Hooks []Config
+	// CacheDir is wazero's on-disk compilation cache (the CLI uses
+	// <state-dir>/cache/wazero); created if missing. Defaults to "" (an
+	// in-memory cache shared by the chain's hooks, lost on Close).
+	CacheDir string
+	// Sandbox computes the request's "sandbox" section for a job as it
+	// stands: the confined argv as it would run now. It is called before
+	// each hook whose job differs from the last one computed (so once per
+	// decision when no hook adjusts), possibly from many goroutines at
+	// once. An error denies the job (the trail entry's Error says
+	// "sandbox: ..."), whatever the hook's mode or on_error. Defaults to nil
+	// (an empty section: grade "", executable "", argv []).
+	Sandbox func(Job) (SandboxInfo, error)
+	// MaxIdleInstances bounds how many idle instances each reactor hook
+	// keeps for reuse; more are closed when returned. Defaults to
+	// runtime.GOMAXPROCS(0) when 0. Each idle instance holds its linear
+	// memory (up to the hook's MemoryBytes).
+	MaxIdleInstances int
+}
+
+// Chain is a loaded, compiled chain of hooks. Make one with [NewChain] and
+// release it with [Chain.Close]. Decide is safe for concurrent use.
+type Chain struct {
+	hooks   []*hook
+	byName  map[string]*hook
+	cache   wazero.CompilationCache
+	sandbox func(Job) (SandboxInfo, error)
+
+	mu     sync.RWMutex // held for reading by Decide, for writing by Close
+	closed bool
+}
+
+// NewChain reads, checks and compiles every hook of o (through the
+// compilation cache) and detects its ABI. Nothing is instantiated until the
+// first decision.
+//
+// # Errors
+//
+// Each error names the hook at fault and wraps [ErrConfig] (a bad field, a
+// duplicate name, settings not encodable as JSON, a cache dir that cannot be
+// created), [ErrSHA256Mismatch], [ErrNoABI] (the module exports neither ABI:
+// refused at load rather than denying every job later), or [ErrLoad]
+// (unreadable, invalid or non-WASI module, initial memory above the limit).
+func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
+	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox}
+	if o.CacheDir != "" {
+		if c.cache, err = wazero.NewCompilationCacheWithDir(o.CacheDir); err != nil {
+			return nil, fmt.Errorf("%w: cache dir: %w", ErrConfig, err)
+		}
+	} else {
+		c.cache = wazero.NewCompilationCache()
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	maxIdle := o.MaxIdleInstances
+	if maxIdle <= 0 {
+		maxIdle = runtime.GOMAXPROCS(0)
+	}
+	for i, hc := range o.Hooks {
+		cfg, err := hc.withDefaults()
+		if err != nil {
+			return nil, fmt.Errorf("hooks[%d]: %w", i, err)
+		}
+		if _, dup := c.byName[cfg.Name]; dup {
+			return nil, fmt.Errorf("%w: hook %q: name: used twice", ErrConfig, cfg.Name)
+		}
+		h, err := loadHook(ctx, cfg, c.cache, maxIdle)
+		if err != nil {
+			return nil, err
+		}
+		c.hooks = append(c.hooks, h)
+		c.byName[cfg.Name] = h
+	}
+	return c, nil
+}
+
+// Close releases every hook's runtime and instances, then the compilation
+// cache (the on-disk cache stays on disk). It waits for decisions in
+// progress; Decide after Close returns an error. Calling Close twice is safe.
+func (c *Chain) Close(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	for _, h := range c.hooks {
+		errs = append(errs, h.close(ctx))
+	}
+	if c.cache != nil {
+		errs = append(errs, c.cache.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// HookInfo describes one loaded hook.
+type HookInfo struct {
+	// Config is the hook's configuration with defaults filled in.
+	Config Config
+	// SHA256 is the hex digest of the module file.
+	SHA256 string
+	// ABI is [ABICommand] or [ABIReactor].
+	ABI string
+}
+
+// Hooks describes the chain's hooks in order.
+func (c *Chain) Hooks() []HookInfo {
+	out := make([]HookInfo, len(c.hooks))
+	for i, h := range c.hooks {
+		out[i] = HookInfo{Config: h.cfg, SHA256: h.sha256, ABI: h.abi}
+	}
+	return out
+}
+
+// DecideParams are the inputs of one decision.
+type DecideParams struct {
+	// Job is the job to decide on. It is not modified.
+	Job Job
+	// Extra names the optional hooks the job asked for (a job's
+	// `hooks = [...]` list). A name that is not a hook of the chain denies
+	// the job. Naming a non-optional hook is allowed and changes nothing.
+	Extra []string
+}
+
+// Verdict is the chain's final answer.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictAllow: run Result.Job.
+	VerdictAllow Verdict = "allow"
+	// VerdictDeny: do not run the job; Result.Reason says why.
+	VerdictDeny Verdict = "deny"
+)
+
+// TrailEntry records one hook's part in a decision. The caller keeps the
+// trail with the attempt. Field names are the JSON names.
+type TrailEntry struct {
+	// Hook is the hook's name (or, for an unknown name in Extra, that name).
+	Hook string `json:"hook"`
+	// SHA256 is the hex digest of the hook's module ("" for an unknown name).
+	SHA256 string `json:"sha256"`
+	// Mode is the hook's mode, "enforce" or "monitor".
+	Mode string `json:"mode"`
+	// Decision is what the hook said: "allow", "adjust" or "deny". When the
+	// hook failed (Error set) it is "deny", or "allow" for a hook with
+	// on_error = "allow".
+	Decision string `json:"decision"`
+	// Reason is the hook's reason (deny, adjust), or for a failure the
+	// failure itself.
+	Reason string `json:"reason,omitempty"`
+	// Error says how the hook failed: it starts with the message of one of
+	// the call sentinels (for example "hooks: timed out: ..."). "" when the
+	// hook returned a valid decision that applied cleanly.
+	Error string `json:"error,omitempty"`
+	// Enforced is true when the decision was applied: false in monitor mode.
+	Enforced bool `json:"enforced"`
+	// DurationUS is the hook's wall-clock time in microseconds, request
+	// encoding and decision parsing included.
+	DurationUS int64 `json:"duration_us"`
+	// Stderr is the first [MaxStderrBytes] of the hook's stderr (and, for a
+	// reactor, its stdout) during this call.
+	Stderr string `json:"stderr,omitempty"`
+	// Changed lists the job fields an adjust carried, in wire order
+	// (argv, env, cwd, mode, network, writable, timeout_s).
+	Changed []string `json:"changed,omitempty"`
+}
+
+// Result is the outcome of [Chain.Decide].
+type Result struct {
+	// Verdict is VerdictAllow or VerdictDeny.
+	Verdict Verdict
+	// Reason is, for a deny, "hook NAME: REASON"; "" for an allow.
+	Reason string
+	// Job is the job after every enforced adjust (a copy of the input when
+	// none); meaningful for an allow.
+	Job Job
+	// Trail has one entry per hook that ran (optional hooks not asked for
+	// are skipped), in order, ending at the deciding deny if any.
+	Trail []TrailEntry
+}
+
+// Decide runs the chain on p.Job: each hook in order sees the job as the
+// previous enforced hooks left it; the first enforced deny ends the chain.
+// Safe for concurrent use; each call uses its own instances.
+//
+// A hook's failure is never an error: it becomes a deny (or, with on_error
+// "allow", an allow of the job unchanged), recorded in the trail. Decide
+// returns an error only when the chain itself could not run: ctx ended (the
+// error satisfies errors.Is(err, ctx.Err())), or the chain is closed.
+func (c *Chain) Decide(ctx context.Context, p DecideParams) (Result, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return Result{}, errors.New("hooks: chain is closed")
+	}
+	res := Result{Verdict: VerdictAllow, Job: p.Job.Clone()}
+	wanted := make(map[string]bool, len(p.Extra))
+	for _, name := range p.Extra {
+		if _, ok := c.byName[name]; !ok {
+			msg := fmt.Sprintf("the job asks for hook %q, which is not configured", name)
+			res.Trail = append(res.Trail, TrailEntry{Hook: name, Mode: ModeEnforce, Decision: DecisionDeny, Reason: msg, Error: "hooks: unknown hook", Enforced: true})
+			return deny(res, name, msg), nil
+		}
+		wanted[name] = true
+	}
+
+	var sb SandboxInfo
+	var sbJob *Job // the job sb was computed for
+	for _, h := range c.hooks {
+		if h.cfg.Optional && !wanted[h.cfg.Name] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("hooks: interrupted: %w", err)
+		}
+		start := time.Now()
+		e := TrailEntry{Hook: h.cfg.Name, SHA256: h.sha256, Mode: h.cfg.Mode}
+		if c.sandbox != nil && (sbJob == nil || !jobEqual(*sbJob, res.Job)) {
+			var err error
+			if sb, err = c.sandbox(res.Job.Clone()); err != nil {
+				e.Decision, e.Error, e.Enforced = DecisionDeny, "sandbox: "+err.Error(), true
+				e.Reason = "the job cannot be confined: " + err.Error()
+				e.DurationUS = time.Since(start).Microseconds()
+				res.Trail = append(res.Trail, e)
+				return deny(res, h.cfg.Name, e.Reason), nil
+			}
+			j := res.Job.Clone()
+			sbJob = &j
+		}
+		d, newJob, stderr, err := h.decide(ctx, res.Job, sb)
+		if err != nil && ctx.Err() != nil {
+			return Result{}, fmt.Errorf("hooks: interrupted: %w", ctx.Err())
+		}
+		e.Stderr = stderr
+		e.Enforced = h.cfg.Mode == ModeEnforce
+		if err != nil {
+			e.Error = err.Error()
+			e.Reason = err.Error()
+			e.Decision = DecisionDeny
+			if h.cfg.OnError == OnErrorAllow {
+				e.Decision = DecisionAllow
+			}
+		} else {
+			e.Decision, e.Reason = d.Decision, d.Reason
+			if d.Decision == DecisionAdjust {
+				e.Changed = adjustedFields(d.Job)
+			}
+		}
+		e.DurationUS = time.Since(start).Microseconds()
+		res.Trail = append(res.Trail, e)
+		if !e.Enforced {
+			continue
+		}
+		switch e.Decision {
+		case DecisionDeny:
+			return deny(res, h.cfg.Name, e.Reason), nil
+		case DecisionAdjust:
+			res.Job = newJob
+		}
+	}
+	return res, nil
+}
+
+func deny(res Result, hook, reason string) Result {
+	res.Verdict = VerdictDeny
+	res.Reason = fmt.Sprintf("hook %s: %s", hook, reason)
+	return res
+}
+
+// decide calls h once on job and validates the decision; for an adjust it
+// also returns the adjusted job.
+func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (Decision, Job, string, error) {
+	if sb.Argv == nil {
+		sb.Argv = []string{}
+	}
+	req, err := json.Marshal(wireRequest{
+		Version: WireVersion,
+		Hook:    wireRequestHook{Name: h.cfg.Name, Settings: h.settings},
+		Job:     job.wire(),
+		Sandbox: sb,
+	})
+	if err != nil {
+		return Decision{}, Job{}, "", fmt.Errorf("%w: encoding the request: %w", ErrBadDecision, err)
+	}
+	out, stderr, err := h.call(ctx, req)
+	if err != nil {
+		return Decision{}, Job{}, stderr, err
+	}
+	d, err := ParseDecision(out)
+	if err != nil {
+		return Decision{}, Job{}, stderr, err
+	}
+	if d.Decision != DecisionAdjust {
+		return d, job, stderr, nil
+	}
+	newJob, _, err := ApplyAdjustment(job, d.Job, h.cfg.MayWiden)
+	if err != nil {
+		return Decision{}, Job{}, stderr, err
+	}
+	return d, newJob, stderr, nil
+}
+
+// adjustedFields lists the wire names a carries, in wire order.
+func adjustedFields(a *Adjustment) []string {
+	var out []string
+	has := map[string]bool{
+		"argv": a.Argv != nil, "env": a.Env != nil, "cwd": a.Cwd != nil, "mode": a.Mode != nil,
+		"network": a.Network != nil, "writable": a.Writable != nil, "timeout_s": a.TimeoutS != nil,
+	}
+	for _, f := range adjustableFields {
+		if has[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// jobEqual reports whether a and b are the same job (nil and empty
+// collections are equal).
+func jobEqual(a, b Job) bool {
+	eqMap := func(x, y map[string]string) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || w != v {
+				return false
+			}
+		}
+		return true
+	}
+	return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && eqMap(a.Env, b.Env) &&
+		a.Cwd == b.Cwd && a.Workspace == b.Workspace && a.Mode == b.Mode && a.Network == b.Network &&
+		slices.Equal(a.Writable, b.Writable) && a.TimeoutS == b.TimeoutS && a.Attempt == b.Attempt &&
+		eqMap(a.Labels, b.Labels)
+}

@@ -1,0 +1,48 @@
+package hooks
+
+import "errors"
+
+// Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad,
+// ErrSHA256Mismatch or ErrNoABI. A hook's failure during a decision is never
+// returned as an error: it becomes a deny (or an allow, with OnError "allow")
+// whose [TrailEntry.Error] text starts with the message of one of ErrTimeout,
+// ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge, ErrBadDecision or ErrWiden.
+// [ParseDecision] and [ApplyAdjustment] return errors wrapping ErrBadDecision
+// and ErrWiden, so callers can tell them apart with [errors.Is].
+var (
+	// ErrConfig means a [Config] or [ChainOptions] field is invalid; the
+	// message names the hook and the field.
+	ErrConfig = errors.New("hooks: invalid config")
+	// ErrLoad means a module could not be read, compiled or validated
+	// (unreadable file, not WebAssembly, imports other than
+	// wasi_snapshot_preview1, initial memory above the hook's limit).
+	ErrLoad = errors.New("hooks: cannot load module")
+	// ErrSHA256Mismatch means the module's SHA-256 differs from
+	// [Config.SHA256]; the module is refused before it is compiled.
+	ErrSHA256Mismatch = errors.New("hooks: module sha256 mismatch")
+	// ErrNoABI means the module exports neither "_start" (command ABI) nor
+	// both "paddock_alloc" and "paddock_decide" (reactor ABI).
+	ErrNoABI = errors.New("hooks: module exports neither the command ABI (_start) nor the reactor ABI (paddock_alloc, paddock_decide)")
+
+	// ErrTimeout means a call ran past [Config.Timeout] and was interrupted.
+	ErrTimeout = errors.New("hooks: timed out")
+	// ErrTrap means the module trapped (unreachable, out-of-bounds access,
+	// stack exhaustion, ...), or could not be instantiated.
+	ErrTrap = errors.New("hooks: trap")
+	// ErrExit means a command-ABI module exited with a non-zero status, or a
+	// reactor called proc_exit.
+	ErrExit = errors.New("hooks: non-zero exit")
+	// ErrMemory means the module tried to grow its memory past
+	// [Config.MemoryBytes] and then failed.
+	ErrMemory = errors.New("hooks: memory limit exceeded")
+	// ErrOutputTooLarge means the module wrote more than [MaxOutputBytes] of
+	// stdout, or returned a decision longer than that; the call is cut short.
+	ErrOutputTooLarge = errors.New("hooks: output too large")
+	// ErrBadDecision means the output is not exactly one valid decision
+	// (invalid JSON, trailing data, an unknown decision or field, a missing
+	// reason, an invalid adjustment value).
+	ErrBadDecision = errors.New("hooks: invalid decision")
+	// ErrWiden means an adjustment widens the sandbox (mode, network,
+	// writable roots) and the hook's [Config.MayWiden] is false.
+	ErrWiden = errors.New("hooks: adjustment widens the sandbox")
+)

@@ -1,0 +1,475 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// ABI names (TrailEntry has no ABI field; these appear in load errors and
+// in `paddock hook test` output).
+const (
+	// ABICommand: "_start" reads the request on stdin and writes the
+	// decision on stdout; a fresh instance per call.
+	ABICommand = "command"
+	// ABIReactor: "paddock_alloc(size i32) -> i32" and
+	// "paddock_decide(ptr i32, len i32) -> i64"; initialised once through
+	// "_initialize", instances pooled.
+	ABIReactor = "reactor"
+)
+
+// maxSleep caps one WASI sleep (poll_oneoff with a clock): a sleeping hook
+// wakes at least this often, so its timeout can interrupt it.
+const maxSleep = time.Millisecond
+
+// hook is one loaded module: its own runtime (the memory limit is a runtime
+// setting), the compiled module, and for reactors a pool of idle instances.
+// Safe for concurrent use: each call owns the instance it runs on.
+type hook struct {
+	cfg      Config
+	sha256   string
+	abi      string
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	settings json.RawMessage
+	modCfg   wazero.ModuleConfig
+	idle     chan *instance // reactor only: idle instances, at most cap(idle)
+}
+
+// loadHook reads, checks, compiles and classifies the module of cfg (which
+// has its defaults filled in).
+func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, maxIdle int) (_ *hook, err error) {
+	loadErr := func(format string, args ...any) error {
+		return fmt.Errorf("%w: hook %q (%s): %s", ErrLoad, cfg.Name, cfg.Path, fmt.Sprintf(format, args...))
+	}
+	wasm, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hook %q: %w", ErrLoad, cfg.Name, err)
+	}
+	sum := sha256.Sum256(wasm)
+	digest := hex.EncodeToString(sum[:])
+	if cfg.SHA256 != "" && cfg.SHA256 != digest {
+		return nil, fmt.Errorf("%w: hook %q (%s): file has %s, config expects %s", ErrSHA256Mismatch, cfg.Name, cfg.Path, digest, cfg.SHA256)
+	}
+	settings := json.RawMessage("{}")
+	if cfg.Settings != nil {
+		if settings, err = json.Marshal(cfg.Settings); err != nil {
+			return nil, fmt.Errorf("%w: hook %q: settings: not encodable as JSON: %w", ErrConfig, cfg.Name, err)
+		}
+	}
+
+	// The hook's memory limit is enforced by memLimiter, which sees every
+	// grow and records a refusal, so the cause is reported. wazero's own
+	// limit stays at 4 GiB: with it at the hook's limit, a grow past it
+	// would be refused silently, before reaching the allocator. The initial
+	// size is checked here, as the allocator cannot refuse it.
+	minPages, err := memoryMinPages(wasm)
+	if err != nil {
+		return nil, loadErr("%v", err)
+	}
+	if minPages*pageBytes > cfg.MemoryBytes {
+		return nil, loadErr("initial memory of %d bytes is above the limit of %d bytes", minPages*pageBytes, cfg.MemoryBytes)
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithCompilationCache(cache)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	defer func() {
+		if err != nil {
+			_ = rt.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, loadErr("wasi: %v", err)
+	}
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, loadErr("compile: %v", err)
+	}
+	for _, f := range compiled.ImportedFunctions() {
+		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
+			return nil, loadErr("imports %s.%s; hooks may import only %s", mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	if ms := compiled.ImportedMemories(); len(ms) > 0 {
+		return nil, loadErr("imports a memory; hooks must define their own")
+	}
+
+	h := &hook{cfg: cfg, sha256: digest, rt: rt, compiled: compiled, settings: settings}
+	exports := compiled.ExportedFunctions()
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	alloc, decide, start := exports["paddock_alloc"], exports["paddock_decide"], exports["_start"]
+	switch {
+	case alloc != nil && decide != nil:
+		if !sig(alloc, []api.ValueType{i32}, []api.ValueType{i32}) {
+			return nil, loadErr("paddock_alloc must have type (i32) -> i32")
+		}
+		if !sig(decide, []api.ValueType{i32, i32}, []api.ValueType{i64}) {
+			return nil, loadErr("paddock_decide must have type (i32, i32) -> i64")
+		}
+		h.abi = ABIReactor
+		h.idle = make(chan *instance, maxIdle)
+	case start != nil:
+		if !sig(start, nil, nil) {
+			return nil, loadErr("_start must have type () -> ()")
+		}
+		h.abi = ABICommand
+	default:
+		return nil, fmt.Errorf("%w: hook %q (%s)", ErrNoABI, cfg.Name, cfg.Path)
+	}
+
+	// No filesystem (no preopens), no environment, no arguments beyond the
+	// program name, the real clocks as WASI defines them, sleeps capped.
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(cfg.Name).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(func(ns int64) { time.Sleep(min(time.Duration(ns), maxSleep)) }).
+		WithRandSource(rand.Reader)
+	if h.abi == ABIReactor {
+		mc = mc.WithStartFunctions("_initialize")
+	} else {
+		mc = mc.WithStartFunctions("_start")
+	}
+	h.modCfg = mc
+	return h, nil
+}
+
+func sig(f api.FunctionDefinition, params, results []api.ValueType) bool {
+	return bytes.Equal(f.ParamTypes(), params) && bytes.Equal(f.ResultTypes(), results)
+}
+
+// close releases the idle instances and the runtime (and every instance
+// still open in it).
+func (h *hook) close(ctx context.Context) error {
+	if h.idle != nil {
+		for {
+			select {
+			case in := <-h.idle:
+				_ = in.mod.Close(ctx)
+				continue
+			default:
+			}
+			break
+		}
+	}
+	return h.rt.Close(ctx)
+}
+
+// call runs the module once on req and returns its raw decision bytes, the
+// kept stderr, and an error wrapping one of the call sentinels (or, when the
+// parent ctx ended, an error satisfying errors.Is(err, ctx.Err())).
+func (h *hook) call(ctx context.Context, req []byte) ([]byte, string, error) {
+	if h.abi == ABIReactor {
+		return h.callReactor(ctx, req)
+	}
+	return h.callCommand(ctx, req)
+}
+
+func (h *hook) callCommand(ctx context.Context, req []byte) ([]byte, string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	stdout := &limitWriter{limit: MaxOutputBytes, cancel: cancel}
+	stderr := &headWriter{limit: MaxStderrBytes}
+	lim := &memLimiter{limitBytes: h.cfg.MemoryBytes}
+	cfg := h.modCfg.WithStdin(bytes.NewReader(req)).WithStdout(stdout).WithStderr(stderr)
+	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(callCtx, lim), h.compiled, cfg)
+	if mod != nil {
+		_ = mod.Close(context.WithoutCancel(ctx))
+	}
+	if err != nil || stdout.over {
+		return nil, stderr.String(), h.classify(ctx, callCtx, err, stdout, lim)
+	}
+	return stdout.buf.Bytes(), stderr.String(), nil
+}
+
+// instance is one reactor instance. It is owned by one goroutine at a time:
+// taken from the pool (or made) at the start of a call, put back after a
+// clean call, closed after any failure.
+type instance struct {
+	mod    api.Module
+	alloc  api.Function
+	decide api.Function
+	stdout *limitWriter // counts stdout against MaxOutputBytes, tees into stderr
+	stderr *headWriter
+	lim    *memLimiter
+	stack  [2]uint64
+}
+
+func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*instance, error) {
+	in := &instance{stderr: &headWriter{limit: MaxStderrBytes}, lim: &memLimiter{limitBytes: h.cfg.MemoryBytes}}
+	in.stdout = &limitWriter{limit: MaxOutputBytes, tee: in.stderr, discard: true, cancel: cancel}
+	cfg := h.modCfg.WithStdout(in.stdout).WithStderr(in.stderr)
+	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, in.lim), h.compiled, cfg)
+	if err != nil {
+		if mod != nil {
+			_ = mod.Close(context.WithoutCancel(ctx))
+		}
+		return in, err
+	}
+	in.mod = mod
+	in.alloc = mod.ExportedFunction("paddock_alloc")
+	in.decide = mod.ExportedFunction("paddock_decide")
+	return in, nil
+}
+
+func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	var in *instance
+	select {
+	case in = <-h.idle:
+	default:
+		var err error
+		in, err = h.newInstance(callCtx, cancel)
+		if err != nil {
+			return nil, in.stderr.String(), fmt.Errorf("_initialize: %w", h.classify(ctx, callCtx, err, in.stdout, in.lim))
+		}
+	}
+	in.stdout.reset(cancel)
+	in.stderr.reset()
+	in.lim.hit.Store(false)
+
+	out, err := in.run(callCtx, req)
+	stderr := in.stderr.String()
+	if err != nil || in.stdout.over {
+		_ = in.mod.Close(context.WithoutCancel(ctx))
+		return nil, stderr, h.classify(ctx, callCtx, err, in.stdout, in.lim)
+	}
+	in.stdout.cancel = nil
+	select {
+	case h.idle <- in:
+	default:
+		_ = in.mod.Close(context.WithoutCancel(ctx))
+	}
+	return out, stderr, nil
+}
+
+// run is one paddock_alloc + write + paddock_decide + read on in.
+func (in *instance) run(ctx context.Context, req []byte) ([]byte, error) {
+	in.stack[0] = uint64(uint32(len(req)))
+	if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, fmt.Errorf("paddock_alloc: %w", err)
+	}
+	ptr := uint32(in.stack[0])
+	if !in.mod.Memory().Write(ptr, req) {
+		return nil, fmt.Errorf("%w: paddock_alloc(%d) returned %#x, outside memory", ErrTrap, len(req), ptr)
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(uint32(len(req)))
+	if err := in.decide.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, fmt.Errorf("paddock_decide: %w", err)
+	}
+	outPtr, outLen := uint32(in.stack[0]>>32), uint32(in.stack[0])
+	if outLen > MaxOutputBytes {
+		return nil, fmt.Errorf("%w: paddock_decide returned %d bytes, more than %d", ErrOutputTooLarge, outLen, MaxOutputBytes)
+	}
+	b, ok := in.mod.Memory().Read(outPtr, outLen)
+	if !ok {
+		return nil, fmt.Errorf("%w: paddock_decide returned [%#x, +%d), outside memory", ErrTrap, outPtr, outLen)
+	}
+	return bytes.Clone(b), nil
+}
+
+// classify turns a failed call into an error wrapping the sentinel that
+// names the cause, most specific first.
+func (h *hook) classify(parent, callCtx context.Context, err error, stdout *limitWriter, lim *memLimiter) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("hooks: interrupted: %w", perr)
+	}
+	var ee *sys.ExitError
+	switch {
+	case stdout.over:
+		return fmt.Errorf("%w: wrote more than %d bytes of stdout", ErrOutputTooLarge, MaxOutputBytes)
+	case errors.Is(err, ErrOutputTooLarge), errors.Is(err, ErrTrap):
+		return err
+	case lim.hit.Load():
+		return fmt.Errorf("%w: tried to grow memory past %d bytes (%v)", ErrMemory, h.cfg.MemoryBytes, firstLine(err))
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: did not finish within %v", ErrTimeout, h.cfg.Timeout)
+	case errors.As(err, &ee):
+		return fmt.Errorf("%w: exited with status %d", ErrExit, ee.ExitCode())
+	default:
+		return fmt.Errorf("%w: %s", ErrTrap, firstLine(err))
+	}
+}
+
+// firstLine is err's message up to its first newline (wazero appends a
+// wasm stack trace).
+func firstLine(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+// limitWriter keeps (or, with discard, only counts) up to limit bytes. The
+// first write past the limit sets over, calls cancel (which interrupts the
+// module through WithCloseOnContextDone) and fails. It never holds more
+// than limit bytes.
+type limitWriter struct {
+	limit   int
+	n       int
+	buf     bytes.Buffer
+	discard bool
+	tee     *headWriter
+	cancel  context.CancelFunc
+	over    bool
+}
+
+func (w *limitWriter) reset(cancel context.CancelFunc) {
+	w.n, w.over, w.cancel = 0, false, cancel
+	w.buf.Reset()
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if w.over || w.n+len(p) > w.limit {
+		w.over = true
+		if w.cancel != nil {
+			w.cancel()
+		}
+		return 0, ErrOutputTooLarge
+	}
+	w.n += len(p)
+	if w.tee != nil {
+		_, _ = w.tee.Write(p)
+	}
+	if !w.discard {
+		w.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+// headWriter keeps the first limit bytes written to it and counts the rest.
+type headWriter struct {
+	limit   int
+	buf     []byte
+	dropped int
+}
+
+func (w *headWriter) reset() { w.buf, w.dropped = w.buf[:0], 0 }
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	room := w.limit - len(w.buf)
+	if room > len(p) {
+		room = len(p)
+	}
+	w.buf = append(w.buf, p[:room]...)
+	w.dropped += len(p) - room
+	return len(p), nil
+}
+
+// String returns the kept bytes, with a note of how many were dropped.
+func (w *headWriter) String() string {
+	if w.dropped > 0 {
+		return fmt.Sprintf("%s\n[%d more bytes dropped]", w.buf, w.dropped)
+	}
+	return string(w.buf)
+}
+
+// memLimiter is the memory allocator of one instance: it backs the linear
+// memory with a Go slice and refuses (recording hit) any growth past
+// limitBytes.
+type memLimiter struct {
+	limitBytes uint64
+	hit        atomic.Bool
+}
+
+// Allocate implements experimental.MemoryAllocator.
+func (l *memLimiter) Allocate(_, _ uint64) experimental.LinearMemory {
+	return &linearMemory{l: l}
+}
+
+type linearMemory struct {
+	l    *memLimiter
+	buf  []byte
+	init bool
+}
+
+// Reallocate implements experimental.LinearMemory. Growth doubles the
+// capacity (up to the limit) so a module growing page by page is not
+// copied quadratically; memory never shrinks, so spare capacity is zero.
+func (m *linearMemory) Reallocate(size uint64) []byte {
+	if size > m.l.limitBytes && m.init {
+		m.l.hit.Store(true)
+		return nil
+	}
+	m.init = true
+	if size <= uint64(cap(m.buf)) {
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	newCap := max(size, min(2*uint64(cap(m.buf)), m.l.limitBytes))
+	nb := make([]byte, size, newCap)
+	copy(nb, m.buf)
+	m.buf = nb
+	return nb
+}
+
+// memoryMinPages returns the initial size in pages of the memory the module
+// defines (0 when it defines none), read from its memory section. Called
+// before compiling; malformed input is left for the compiler to report.
+func memoryMinPages(wasm []byte) (uint64, error) {
+	if len(wasm) < 8 {
+		return 0, nil
+	}
+	r := wasm[8:]
+	uleb := func() (uint64, bool) {
+		var v uint64
+		for shift := 0; shift < 64 && len(r) > 0; shift += 7 {
+			b := r[0]
+			r = r[1:]
+			v |= uint64(b&0x7f) << shift
+			if b < 0x80 {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	for len(r) > 0 {
+		id := r[0]
+		r = r[1:]
+		size, ok := uleb()
+		if !ok || size > uint64(len(r)) {
+			return 0, nil
+		}
+		if id != 5 { // not the memory section
+			r = r[size:]
+			continue
+		}
+		r = r[:size]
+		count, ok := uleb()
+		if !ok || count == 0 {
+			return 0, nil
+		}
+		if count > 1 {
+			return 0, errors.New("defines more than one memory")
+		}
+		if len(r) == 0 {
+			return 0, nil
+		}
+		r = r[1:] // limits flags
+		minPages, _ := uleb()
+		return minPages, nil
+	}
+	return 0, nil
+}
+
+// Free implements experimental.LinearMemory.
+func (m *linearMemory) Free() { m.buf = nil }
