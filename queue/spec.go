@@ -223,9 +223,9 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 	}
 	for k := range raw {
 		if k != "job" && k != "defaults" {
-			msg := "unknown top-level key in a file with [[job]] tables: job fields go inside [[job]] or [defaults]"
+			msg := "unexpected top-level key in a file with [[job]] tables: job fields go inside [[job]] or [defaults]"
 			if !slices.Contains(fieldNames, k) {
-				msg = "unknown key: expected [[job]] or [defaults]" + didYouMean(k, []string{"job", "defaults"})
+				msg = "unknown key" + didYouMean(k, append(slices.Clone(fieldNames), "job", "defaults")) + "; in a file with [[job]] tables, job fields go inside [[job]] or [defaults]"
 			}
 			p.at(top, k, msg)
 		}
@@ -533,6 +533,14 @@ func (p *parser) build(defaults, own map[string]any, sc scope, line int) (Spec, 
 	f := maps.Clone(defaults)
 	if f == nil {
 		f = map[string]any{}
+	}
+	for k, v := range f { // defaults are shared by every job: copy them
+		switch d := v.(type) {
+		case []string:
+			f[k] = slices.Clone(d)
+		case map[string]string:
+			f[k] = maps.Clone(d)
+		}
 	}
 	for k, v := range own {
 		if d, ok := f[k].(map[string]string); ok && (k == "env" || k == "labels") {

@@ -1,0 +1,192 @@
+package queue_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/queue"
+)
+
+func TestParseValid(t *testing.T) {
+	t.Parallel()
+	src := `
+[defaults]
+mode = "workspace_write"
+env = { A = "1", B = "x" }
+labels.team = "web"
+retries = 2
+backoff = "5s"
+writable = ["cache"]
+
+[[job]]
+name = "build"
+command = "make all"
+env.B = "2"
+timeout = "1h30m"
+priority = 5
+network = false
+workspace = "ws"
+cwd = "/abs/dir"
+
+[[job]]
+name = "test"
+command = ["go", "test", "./..."]
+after = ["build"]
+hooks = ["no-curl"]
+schedule = "@daily"
+timezone = "Europe/Paris"
+retries = 0
+`
+	specs, err := queue.Parse("jobs.toml", []byte(src), "/srv/jobs")
+	require.NoError(t, err)
+	require.Len(t, specs, 2)
+	no := false
+	require.Equal(t, queue.Spec{
+		Name: "build", Command: []string{"/bin/sh", "-c", "make all"}, Cwd: "/abs/dir", Workspace: "/srv/jobs/ws",
+		Mode: "workspace_write", Network: &no, Writable: []string{"/srv/jobs/cache"},
+		Env: map[string]string{"A": "1", "B": "2"}, Timeout: 90 * time.Minute, Retries: 2, Backoff: 5 * time.Second,
+		Priority: 5, Labels: map[string]string{"team": "web"}, Line: 10,
+	}, specs[0])
+	require.Equal(t, queue.Spec{
+		Name: "test", Command: []string{"go", "test", "./..."}, Mode: "workspace_write", Writable: []string{"/srv/jobs/cache"},
+		Env: map[string]string{"A": "1", "B": "x"}, Retries: 0, Backoff: 5 * time.Second, Labels: map[string]string{"team": "web"},
+		Hooks: []string{"no-curl"}, After: []string{"build"}, Schedule: "@daily", Timezone: "Europe/Paris", Line: 20,
+	}, specs[1])
+	// defaults are not shared between jobs
+	specs[0].Env["A"] = "changed"
+	specs[0].Writable[0] = "changed"
+	require.Equal(t, "1", specs[1].Env["A"])
+	require.Equal(t, "/srv/jobs/cache", specs[1].Writable[0])
+}
+
+func TestParseSingleJob(t *testing.T) {
+	t.Parallel()
+	specs, err := queue.Parse("", []byte("command = \"ls\"\ncwd = \"sub\"\n"), "/here")
+	require.NoError(t, err)
+	require.Equal(t, []queue.Spec{{Command: []string{"/bin/sh", "-c", "ls"}, Cwd: "/here/sub", Line: 1}}, specs)
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	job := func(extra string) string { return "[[job]]\nname = \"j\"\ncommand = \"true\"\n" + extra }
+	tests := []struct {
+		name string
+		src  string
+		line int
+		key  string
+		msg  string
+	}{
+		{"syntax", "command = \"x\nname = 1\n", 1, "command", "invalid TOML"},
+		{"unknown key", job("timout = \"5s\"\n"), 4, "timout", `unknown key (did you mean "timeout"?)`},
+		{"unknown key far", job("zzzzzz = 1\n"), 4, "zzzzzz", "unknown key"},
+		{"unknown top-level in batch", "naem = \"x\"\n" + job(""), 1, "naem", "job fields go inside"},
+		{"unknown top-level table", "[jbo]\nx=1\n", 1, "jbo", `did you mean "job"?`},
+		{"unknown defaults key", "[defaults]\nretrys = 1\n" + job(""), 2, "retrys", `did you mean "retries"?`},
+		{"command wrong type", "command = 5\n", 1, "command", "expected a string (run by /bin/sh -c) or an array of strings (argv), got integer"},
+		{"command array of ints", "command = [1, 2]\n", 1, "command", "element 1 is integer"},
+		{"command empty string", "command = \"  \"\n", 1, "command", "empty command"},
+		{"command empty array", "command = []\n", 1, "command", "empty command"},
+		{"command empty program", "command = [\"\", \"x\"]\n", 1, "command", "empty command"},
+		{"command NUL string", "command = \"a\\u0000b\"\n", 1, "command", "NUL"},
+		{"command NUL argv", "command = [\"a\", \"b\\u0000\"]\n", 1, "command", "NUL"},
+		{"command missing", "name = \"x\"\n", 1, "command", "missing"},
+		{"command missing in batch", "[[job]]\nname = \"x\"\n", 1, "command", "missing"},
+		{"name wrong type", "name = 1\ncommand = \"x\"\n", 1, "name", "expected a string, got integer"},
+		{"name empty", "name = \"\"\ncommand = \"x\"\n", 1, "name", "empty name"},
+		{"name bad chars", "name = \"a b\"\ncommand = \"x\"\n", 1, "name", "expected only letters"},
+		{"name like an id", "name = \"0123456789abcdef\"\ncommand = \"x\"\n", 1, "name", "looks like a job id"},
+		{"name in defaults", "[defaults]\nname = \"x\"\n" + job(""), 2, "name", "cannot be a default"},
+		{"duplicate names", job("") + job(""), 4, "name", "duplicate name: the job at line 1"},
+		{"network wrong type", job("network = \"no\"\n"), 4, "network", "expected a boolean"},
+		{"timeout wrong type", job("timeout = 30\n"), 4, "timeout", `expected a duration string like "90s"`},
+		{"timeout bad", job("timeout = \"5 minutes\"\n"), 4, "timeout", "invalid duration"},
+		{"timeout negative", job("timeout = \"-5s\"\n"), 4, "timeout", "negative duration"},
+		{"backoff negative", job("backoff = \"-1ms\"\n"), 4, "backoff", "negative duration"},
+		{"retries negative", job("retries = -1\n"), 4, "retries", "out of range"},
+		{"retries huge", job("retries = 100000\n"), 4, "retries", "out of range"},
+		{"retries wrong type", job("retries = \"3\"\n"), 4, "retries", "expected an integer, got string"},
+		{"priority float", job("priority = 1.5\n"), 4, "priority", "expected an integer, got float"},
+		{"workspace root", job("workspace = \"/\"\n"), 4, "workspace", `workspace "/"`},
+		{"workspace root dotdot", job("workspace = \"/tmp/..\"\n"), 4, "workspace", `workspace "/"`},
+		{"workspace tilde", job("workspace = \"~/w\"\n"), 4, "workspace", "~ is not expanded"},
+		{"cwd empty", job("cwd = \"\"\n"), 4, "cwd", "empty path"},
+		{"cwd NUL", job("cwd = \"a\\u0000\"\n"), 4, "cwd", "NUL"},
+		{"writable root", job("writable = [\"/\"]\n"), 4, "writable", "whole filesystem"},
+		{"writable wrong type", job("writable = \"/tmp\"\n"), 4, "writable", "expected an array of strings, got string"},
+		{"mode unknown", job("mode = \"read_olny\"\n"), 4, "mode", `unknown mode "read_olny": expected one of read_only, workspace_write, danger_full_access (did you mean "read_only"?)`},
+		{"env wrong type", job("env = [\"A=1\"]\n"), 4, "env", "expected a table of strings, got array"},
+		{"env value int", job("[job.env]\nA = 1\n"), 5, "env.A", "expected a string value, got integer"},
+		{"env key with =", job("env = { \"A=B\" = \"1\" }\n"), 4, "env.A=B", "invalid key"},
+		{"labels value bool", job("labels = { x = true }\n"), 4, "labels.x", "expected a string value, got boolean"},
+		{"after wrong type", job("after = \"x\"\n"), 4, "after", "expected an array of strings, got string"},
+		{"after empty name", job("after = [\"\"]\n"), 4, "after", "non-empty names"},
+		{"after self", job("after = [\"j\"]\n"), 4, "after", "cannot wait for itself"},
+		{"after cycle", "[[job]]\nname = \"a\"\ncommand = \"x\"\nafter = [\"b\"]\n[[job]]\nname = \"b\"\ncommand = \"x\"\nafter = [\"a\"]\n", 4, "after", "dependency cycle: a -> b -> a"},
+		{"hooks wrong element", job("hooks = [\"a\", 2]\n"), 4, "hooks", "element 2 is integer"},
+		{"schedule empty", job("schedule = \"\"\n"), 4, "schedule", "non-empty schedule"},
+		{"timezone unknown", job("timezone = \"Mars/Olympus\"\n"), 4, "timezone", `unknown time zone "Mars/Olympus"`},
+		{"timezone wrong type", job("timezone = 2\n"), 4, "timezone", "expected a string"},
+		{"date value", job("timeout = 1979-05-27\n"), 4, "timeout", "got date/time"},
+		{"empty file", "", 1, "", "no job"},
+		{"only defaults", "[defaults]\nretries = 1\n", 1, "", "no job"},
+		{"job not tables", "job = 1\n", 1, "job", "expected an array of tables"},
+		{"defaults not table", "defaults = 1\ncommand = \"x\"\n", 1, "defaults", "expected a table"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			specs, err := queue.Parse("f.toml", []byte(tt.src), "/d")
+			require.Nil(t, specs)
+			require.ErrorIs(t, err, queue.ErrInvalid)
+			var verr *queue.ValidationError
+			require.True(t, errors.As(err, &verr))
+			require.NotEmpty(t, verr.Errors)
+			fe := verr.Errors[0]
+			require.Equal(t, "f.toml", fe.File)
+			require.Equal(t, tt.line, fe.Line, "line: %v", err)
+			require.Equal(t, tt.key, fe.Key, "%v", err)
+			require.Contains(t, fe.Message, tt.msg)
+			require.Contains(t, err.Error(), "f.toml:")
+		})
+	}
+}
+
+func TestParseListsEveryError(t *testing.T) {
+	t.Parallel()
+	src := `[[job]]
+name = "a"
+command = ""
+[[job]]
+name = "b"
+command = "x"
+timeout = "-1s"
+mode = "root"
+[[job]]
+name = "c"
+command = "ok"
+`
+	_, err := queue.Parse("batch.toml", []byte(src), "")
+	var verr *queue.ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Len(t, verr.Errors, 3)
+	require.Equal(t, []int{3, 7, 8}, []int{verr.Errors[0].Line, verr.Errors[1].Line, verr.Errors[2].Line})
+	require.Equal(t, `job "b"`, verr.Errors[1].Job)
+	require.True(t, strings.HasPrefix(err.Error(), "queue: invalid jobs (3 errors):\n  batch.toml:3: job \"a\": command: empty command"), err.Error())
+}
+
+func TestParseFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/job.toml"
+	require.NoError(t, osWriteFile(path, "command = [\"ls\"]\nworkspace = \"w\"\n"))
+	specs, data, err := queue.ParseFile(path)
+	require.NoError(t, err)
+	require.Equal(t, dir+"/w", specs[0].Workspace)
+	require.Contains(t, string(data), "workspace")
+	_, _, err = queue.ParseFile(dir + "/missing.toml")
+	require.Error(t, err)
+}
