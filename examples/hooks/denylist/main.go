@@ -19,9 +19,13 @@
 // shell syntax this hook cannot parse soundly (quotes, $, backticks,
 // backslashes, parentheses, braces, redirections, globs, comments, ~)
 // fails closed: the job is denied when any denied name appears as a word
-// anywhere in it, after quotes and backslashes are removed (so
-// `echo "$(c''url x)"` is denied, and so is `echo "no curl here"`). With
-// strict = true such a string is denied outright.
+// anywhere in it, after quotes and backslashes are removed. So both of these
+// are denied, the second one wrongly:
+//
+//	sh -c 'echo "$(c\url x)"'
+//	sh -c 'echo "no curl here"'
+//
+// With strict = true such a string is denied outright.
 //
 // What it cannot see: names built at run time ($x, eval, base64), scripts
 // in files (`bash script.sh`), interpreters (`python -c`), wrappers it does

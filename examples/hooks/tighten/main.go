@@ -7,6 +7,8 @@
 //     after argv[0] (not appended at the end, so it stays an option even
 //     when the command ends with "--" and operands).
 //
+// Configured like this:
+//
 //	[[hooks]]
 //	name = "tighten"
 //	path = "bin/hooks/tighten.wasm"
