@@ -14,7 +14,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("command = \"echo hi\"\n"))
 	f.Add([]byte("[defaults]\nretries = 1\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_ = locateKeys(data) // must not panic on any text
+		_ = locateKeys(data, true) // must not panic on any text
+		_ = locateKeys(data, false)
 		specs, err := Parse("fuzz.toml", data, "/base")
 		if err != nil {
 			var verr *ValidationError

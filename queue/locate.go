@@ -11,11 +11,14 @@ import (
 // has to be good enough for error messages: a path it cannot place falls
 // back to its parent (ultimately the job's own line).
 //
+// With keys false only table headers are recorded (the cheap pass used for
+// every file); with keys true every key is (used once a file has errors).
+//
 // Paths: "name" (single-job file), "defaults.env", "job.3.timeout"
 // (0-based index of the [[job]] table), "job.3.env.HOME".
 type keyLines map[string]int
 
-func locateKeys(data []byte) keyLines {
+func locateKeys(data []byte, keys bool) keyLines {
 	kl := keyLines{}
 	jobIdx := -1
 	section := ""
@@ -63,6 +66,14 @@ func locateKeys(data []byte) keyLines {
 				}
 				s = ""
 			default:
+				if !keys {
+					// Headers only: a value starts after the first '='
+					// outside quotes; good enough to track multi-line strings.
+					if i := strings.IndexByte(t, '='); i >= 0 && !strings.ContainsAny(t[:i], "\"'") {
+						s = t[i+1:]
+						break
+					}
+				}
 				path, after, ok := parseKeyPath(t)
 				if ok && strings.HasPrefix(after, "=") {
 					k := strings.Join(path, ".")

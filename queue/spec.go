@@ -148,7 +148,8 @@ func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
 		}
 		return nil, p.err()
 	}
-	p.lines = locateKeys(data)
+	p.data = data
+	p.heads = locateKeys(data, false)
 	specs := p.file2specs(raw)
 	if err := p.err(); err != nil {
 		return nil, err
@@ -159,8 +160,22 @@ func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
 type parser struct {
 	file  string
 	base  string
-	lines keyLines
+	data  []byte
+	heads keyLines // table headers only (cheap)
+	lines keyLines // every key; computed on the first error
 	errs  []FieldError
+}
+
+func (p *parser) keyLine(path string) int {
+	if p.lines == nil {
+		p.lines = locateKeys(p.data, true)
+	}
+	return p.lines.lookup(path)
+}
+
+// sortErrors orders errors by line, keeping the order found within a line.
+func sortErrors(errs []FieldError) {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 }
 
 func (p *parser) add(line int, job, key, msg string) {
@@ -171,49 +186,81 @@ func (p *parser) err() error {
 	if len(p.errs) == 0 {
 		return nil
 	}
-	sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Line < p.errs[j].Line })
+	sortErrors(p.errs)
 	return &ValidationError{Errors: p.errs}
 }
 
-// scope is where a table sits: its path prefix for line lookup and its
-// label for messages.
+// scope is where a table sits; its path prefix (for line lookup) and its
+// label (for messages) are only built when an error needs them.
 type scope struct {
-	prefix string // "" | "defaults" | "job.3"
-	label  string
+	kind int // scopeFile, scopeDefaults, scopeJob
+	idx  int // 0-based [[job]] index
+	name string
+}
+
+const (
+	scopeFile = iota
+	scopeDefaults
+	scopeJob
+)
+
+func (s scope) prefix() string {
+	switch s.kind {
+	case scopeDefaults:
+		return "defaults"
+	case scopeJob:
+		return "job." + strconv.Itoa(s.idx)
+	}
+	return ""
+}
+
+func (s scope) label() string {
+	switch s.kind {
+	case scopeDefaults:
+		return "defaults"
+	case scopeJob:
+		if s.name != "" {
+			return "job " + strconv.Quote(s.name)
+		}
+		return "job " + strconv.Itoa(s.idx+1)
+	}
+	return ""
 }
 
 func (s scope) path(key string) string {
-	if s.prefix == "" {
-		return key
+	if p := s.prefix(); p != "" {
+		return p + "." + key
 	}
-	return s.prefix + "." + key
+	return key
 }
 
 func (p *parser) at(s scope, key, msg string) {
-	p.add(p.lines.lookup(s.path(key)), s.label, key, msg)
+	p.add(p.keyLine(s.path(key)), s.label(), key, msg)
 }
 
 var fieldNames = []string{"name", "command", "cwd", "workspace", "mode", "network", "writable", "env", "timeout", "retries", "backoff", "priority", "labels", "hooks", "after", "schedule", "timezone"}
 
 func (p *parser) file2specs(raw map[string]any) []Spec {
 	top := scope{}
-	var defaults map[string]any
-	if d, ok := raw["defaults"]; ok {
+	var defaults *fieldSet
+	d, hasDefaults := raw["defaults"]
+	if hasDefaults {
 		if m, ok := d.(map[string]any); ok {
-			defaults = p.fields(m, scope{prefix: "defaults", label: "defaults"}, true)
+			f := p.fields(m, scope{kind: scopeDefaults}, true)
+			defaults = &f
 		} else {
 			p.at(top, "defaults", "expected a table ([defaults]), got "+typeName(d))
 		}
 	}
 	jobsRaw, batch := raw["job"]
 	if !batch {
-		if len(raw) == 0 || (len(raw) == 1 && defaults != nil) {
+		if len(raw) == 0 || (len(raw) == 1 && hasDefaults) {
 			p.add(1, "", "", "no job: expected top-level job keys (name, command, ...) or [[job]] tables")
 			return nil
 		}
 		m := maps.Clone(raw)
 		delete(m, "defaults")
-		sc := scope{label: ""}
+		sc := scope{kind: scopeFile}
 		f := p.fields(m, sc, false)
 		spec, ok := p.build(defaults, f, sc, 1)
 		if !ok {
@@ -239,14 +286,14 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		p.at(top, "job", "no job: expected at least one [[job]] table")
 		return nil
 	}
-	var specs []Spec
+	specs := make([]Spec, 0, len(list))
 	for i, m := range list {
-		sc := scope{prefix: "job." + strconv.Itoa(i), label: "job " + strconv.Itoa(i+1)}
-		if n, ok := m["name"].(string); ok && n != "" {
-			sc.label = "job " + strconv.Quote(n)
+		sc := scope{kind: scopeJob, idx: i}
+		if n, ok := m["name"].(string); ok {
+			sc.name = n
 		}
 		f := p.fields(m, sc, false)
-		line := p.lines.lookup(sc.prefix)
+		line := p.heads.lookup(sc.prefix())
 		if s, ok := p.build(defaults, f, sc, line); ok {
 			specs = append(specs, s)
 		}
@@ -297,7 +344,7 @@ func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
 				if !reported[dep] {
 					reported[dep] = true
 					s := byName[dep]
-					p.add(p.lines.lookup(lineKeyOf(s, specs, "after")), "job "+strconv.Quote(dep), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
+					p.add(p.keyLine(lineKeyOf(s, specs, "after")), "job "+strconv.Quote(dep), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
 				}
 			case white:
 				visit(dep, stack)
@@ -321,11 +368,41 @@ func lineKeyOf(s *Spec, specs []Spec, key string) string {
 	return key
 }
 
+// field bits record which keys a table set.
+type field uint32
+
+const (
+	fName field = 1 << iota
+	fCommand
+	fCwd
+	fWorkspace
+	fMode
+	fNetwork
+	fWritable
+	fEnv
+	fTimeout
+	fRetries
+	fBackoff
+	fPriority
+	fLabels
+	fHooks
+	fAfter
+	fSchedule
+	fTimezone
+)
+
+// fieldSet is one table's typed values: spec holds the fields whose bit is
+// in set.
+type fieldSet struct {
+	set  field
+	spec Spec
+}
+
 // fields type-checks the keys of one table and returns the typed values.
-func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]any {
-	out := map[string]any{}
-	for _, k := range sortedKeys(m) {
-		v := m[k]
+func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
+	var fs fieldSet
+	out := &fs.spec
+	for k, v := range m {
 		switch k {
 		case "name":
 			if isDefaults {
@@ -340,7 +417,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, msg)
 				continue
 			}
-			out[k] = s
+			out.Name, fs.set = s, fs.set|fName
 		case "command":
 			switch c := v.(type) {
 			case string:
@@ -349,7 +426,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				} else if strings.ContainsRune(c, 0) {
 					p.at(sc, k, "command contains a NUL byte")
 				} else {
-					out[k] = []string{"/bin/sh", "-c", c}
+					out.Command, fs.set = []string{"/bin/sh", "-c", c}, fs.set|fCommand
 				}
 			case []any:
 				argv, ok := p.strList(sc, k, v)
@@ -370,7 +447,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 					p.at(sc, k, "command contains a NUL byte")
 					continue
 				}
-				out[k] = argv
+				out.Command, fs.set = argv, fs.set|fCommand
 			default:
 				p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+typeName(v))
 			}
@@ -383,8 +460,10 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, msg)
 			} else if k == "workspace" && path == "/" {
 				p.at(sc, k, `workspace "/" would make the whole filesystem writable: expected a dedicated directory`)
+			} else if k == "cwd" {
+				out.Cwd, fs.set = path, fs.set|fCwd
 			} else {
-				out[k] = path
+				out.Workspace, fs.set = path, fs.set|fWorkspace
 			}
 		case "writable":
 			list, ok := p.strList(sc, k, v)
@@ -405,7 +484,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				paths = append(paths, path)
 			}
 			if ok {
-				out[k] = paths
+				out.Writable, fs.set = paths, fs.set|fWritable
 			}
 		case "mode":
 			s, ok := p.str(sc, k, v)
@@ -416,22 +495,22 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, fmt.Sprintf("unknown mode %q: expected one of %s%s", s, strings.Join(modes, ", "), didYouMean(s, modes)))
 				continue
 			}
-			out[k] = s
+			out.Mode, fs.set = s, fs.set|fMode
 		case "network":
 			b, ok := v.(bool)
 			if !ok {
 				p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+typeName(v))
 				continue
 			}
-			out[k] = b
+			out.Network, fs.set = &b, fs.set|fNetwork
 		case "env", "labels":
 			t, ok := v.(map[string]any)
 			if !ok {
 				p.at(sc, k, "expected a table of strings, got "+typeName(v))
 				continue
 			}
-			sm := map[string]string{}
-			for _, ek := range sortedKeys(t) {
+			sm := make(map[string]string, len(t))
+			for _, ek := range sortedKeys(t) { // sorted: errors in an inline table keep a stable order
 				ev := t[ek]
 				key := k + "." + ek
 				s, isStr := ev.(string)
@@ -446,7 +525,11 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 					sm[ek] = s
 				}
 			}
-			out[k] = sm
+			if k == "env" {
+				out.Env, fs.set = sm, fs.set|fEnv
+			} else {
+				out.Labels, fs.set = sm, fs.set|fLabels
+			}
 		case "timeout", "backoff":
 			s, ok := v.(string)
 			if !ok {
@@ -462,7 +545,11 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, fmt.Sprintf("negative duration %q: expected zero or more", s))
 				continue
 			}
-			out[k] = d
+			if k == "timeout" {
+				out.Timeout, fs.set = d, fs.set|fTimeout
+			} else {
+				out.Backoff, fs.set = d, fs.set|fBackoff
+			}
 		case "retries", "priority":
 			n, ok := v.(int64)
 			if !ok {
@@ -477,7 +564,11 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, fmt.Sprintf("priority %d out of range: expected -1000000 to 1000000", n))
 				continue
 			}
-			out[k] = int(n)
+			if k == "retries" {
+				out.Retries, fs.set = int(n), fs.set|fRetries
+			} else {
+				out.Priority, fs.set = int(n), fs.set|fPriority
+			}
 		case "hooks", "after":
 			list, ok := p.strList(sc, k, v)
 			if !ok {
@@ -490,8 +581,10 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 					break
 				}
 			}
-			if ok {
-				out[k] = list
+			if ok && k == "hooks" {
+				out.Hooks, fs.set = list, fs.set|fHooks
+			} else if ok {
+				out.After, fs.set = list, fs.set|fAfter
 			}
 		case "schedule":
 			s, ok := p.str(sc, k, v)
@@ -502,7 +595,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, "expected a non-empty schedule string")
 				continue
 			}
-			out[k] = s
+			out.Schedule, fs.set = s, fs.set|fSchedule
 		case "timezone":
 			s, ok := p.str(sc, k, v)
 			if !ok {
@@ -516,85 +609,86 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) map[string]
 				p.at(sc, k, fmt.Sprintf(`unknown time zone %q: expected an IANA name like "Europe/Paris" or "UTC"`, s))
 				continue
 			}
-			out[k] = s
+			out.Timezone, fs.set = s, fs.set|fTimezone
 		default:
 			cands := fieldNames
-			if sc.prefix == "" {
+			if sc.kind == scopeFile {
 				cands = append(slices.Clone(fieldNames), "defaults", "job")
 			}
 			p.at(sc, k, "unknown key"+didYouMean(k, cands))
 		}
 	}
-	return out
+	return fs
 }
 
 // build merges defaults and a job's own fields into a Spec.
-func (p *parser) build(defaults, own map[string]any, sc scope, line int) (Spec, bool) {
-	f := maps.Clone(defaults)
-	if f == nil {
-		f = map[string]any{}
-	}
-	for k, v := range f { // defaults are shared by every job: copy them
-		switch d := v.(type) {
-		case []string:
-			f[k] = slices.Clone(d)
-		case map[string]string:
-			f[k] = maps.Clone(d)
+func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Spec, bool) {
+	s := own.spec
+	s.Line = line
+	if defaults != nil {
+		d := &defaults.spec
+		has := func(f field) bool { return own.set&f == 0 && defaults.set&f != 0 }
+		if has(fCommand) {
+			s.Command = slices.Clone(d.Command)
+		}
+		if has(fCwd) {
+			s.Cwd = d.Cwd
+		}
+		if has(fWorkspace) {
+			s.Workspace = d.Workspace
+		}
+		if has(fMode) {
+			s.Mode = d.Mode
+		}
+		if has(fNetwork) {
+			b := *d.Network
+			s.Network = &b
+		}
+		if has(fWritable) {
+			s.Writable = slices.Clone(d.Writable)
+		}
+		if has(fTimeout) {
+			s.Timeout = d.Timeout
+		}
+		if has(fRetries) {
+			s.Retries = d.Retries
+		}
+		if has(fBackoff) {
+			s.Backoff = d.Backoff
+		}
+		if has(fPriority) {
+			s.Priority = d.Priority
+		}
+		if has(fHooks) {
+			s.Hooks = slices.Clone(d.Hooks)
+		}
+		if has(fAfter) {
+			s.After = slices.Clone(d.After)
+		}
+		if has(fSchedule) {
+			s.Schedule = d.Schedule
+		}
+		if has(fTimezone) {
+			s.Timezone = d.Timezone
+		}
+		// env and labels merge key by key; the job's values win.
+		if defaults.set&fEnv != 0 {
+			m := maps.Clone(d.Env)
+			maps.Copy(m, s.Env)
+			s.Env = m
+		}
+		if defaults.set&fLabels != 0 {
+			m := maps.Clone(d.Labels)
+			maps.Copy(m, s.Labels)
+			s.Labels = m
 		}
 	}
-	for k, v := range own {
-		if d, ok := f[k].(map[string]string); ok && (k == "env" || k == "labels") {
-			m := maps.Clone(d)
-			maps.Copy(m, v.(map[string]string))
-			f[k] = m
-			continue
-		}
-		f[k] = v
-	}
-	s := Spec{Line: line}
-	if _, ok := f["command"]; !ok {
-		if !p.hadError(sc.label, "command") && !p.hadError("defaults", "command") {
-			p.add(line, sc.label, "command", "missing: expected a string (run by /bin/sh -c) or an array of strings (argv)")
+	if len(s.Command) == 0 {
+		if !p.hadError(sc.label(), "command") && !p.hadError("defaults", "command") {
+			p.add(line, sc.label(), "command", "missing: expected a string (run by /bin/sh -c) or an array of strings (argv)")
 		}
 		return s, false
 	}
-	s.Command = f["command"].([]string)
-	get := func(k string, dst any) {
-		v, ok := f[k]
-		if !ok {
-			return
-		}
-		switch d := dst.(type) {
-		case *string:
-			*d = v.(string)
-		case *[]string:
-			*d = v.([]string)
-		case *int:
-			*d = v.(int)
-		case *time.Duration:
-			*d = v.(time.Duration)
-		case *map[string]string:
-			*d = v.(map[string]string)
-		}
-	}
-	get("name", &s.Name)
-	get("cwd", &s.Cwd)
-	get("workspace", &s.Workspace)
-	get("mode", &s.Mode)
-	if b, ok := f["network"].(bool); ok {
-		s.Network = &b
-	}
-	get("writable", &s.Writable)
-	get("env", &s.Env)
-	get("timeout", &s.Timeout)
-	get("retries", &s.Retries)
-	get("backoff", &s.Backoff)
-	get("priority", &s.Priority)
-	get("labels", &s.Labels)
-	get("hooks", &s.Hooks)
-	get("after", &s.After)
-	get("schedule", &s.Schedule)
-	get("timezone", &s.Timezone)
 	if s.Name != "" && slices.Contains(s.After, s.Name) {
 		p.at(sc, "after", fmt.Sprintf("job %q cannot wait for itself", s.Name))
 		return s, false
@@ -820,7 +914,7 @@ func validateSpecs(file string, specs []Spec) error {
 		}
 	}
 	if len(errs) > 0 {
-		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		sortErrors(errs)
 		return &ValidationError{Errors: errs}
 	}
 	return nil

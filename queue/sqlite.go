@@ -60,7 +60,8 @@ const schema = `
 CREATE TABLE IF NOT EXISTS sources (
 	id   INTEGER PRIMARY KEY,
 	path TEXT NOT NULL,
-	text TEXT NOT NULL
+	text TEXT NOT NULL,
+	jobs INTEGER NOT NULL -- jobs still referring to it; deleted at 0
 );
 CREATE TABLE IF NOT EXISTS jobs (
 	rid              INTEGER PRIMARY KEY,
@@ -88,12 +89,9 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, not_before_ns)
 	WHERE state = 'queued' AND deps_pending = 0;
 CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_ns) WHERE name != '';
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_name_active ON jobs(name)
-	WHERE name != '' AND state IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_ns) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_ns) WHERE finished_ns > 0;
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-CREATE INDEX IF NOT EXISTS jobs_source ON jobs(source_id);
 CREATE TABLE IF NOT EXISTS deps (
 	dep_rid INTEGER NOT NULL,
 	job_rid INTEGER NOT NULL,
@@ -136,7 +134,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		s.rand = rand.Float64
 	}
 	base := "file:" + path + "?_pragma=busy_timeout(" + strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10) + ")" +
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 	var err error
 	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate"); err != nil {
 		return nil, fmt.Errorf("queue: open %s: %w", path, err)
@@ -160,7 +158,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		{&s.stClaimSel, `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`},
 		{&s.stClaimUpd, `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid = ? RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
-		{&s.stJobIns, `INSERT INTO jobs (id, name, state, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.stJobIns, insertJobsSQL(insertChunk)},
 	} {
 		if *p.st, err = s.w.PrepareContext(ctx, p.sql); err != nil {
 			s.Close()
@@ -395,18 +393,23 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			}
 			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: label, Key: key, Message: msg})
 		}
-		// Names held by queued or running jobs.
-		for i, sp := range p.Specs {
-			if sp.Name == "" {
-				continue
+		// Names held by queued or running jobs: one query for the batch.
+		var batchNames []string
+		for _, sp := range p.Specs {
+			if sp.Name != "" {
+				batchNames = append(batchNames, sp.Name)
 			}
-			var id, state string
-			err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE name = ? AND state IN ('queued','running')`, sp.Name).Scan(&id, &state)
-			if err == nil {
-				inUse = true
-				fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, state, id))
-			} else if !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("queue: enqueue: %w", err)
+		}
+		if len(batchNames) > 0 {
+			held, err := heldNames(ctx, tx, batchNames)
+			if err != nil {
+				return err
+			}
+			for i, sp := range p.Specs {
+				if h, ok := held[sp.Name]; ok && sp.Name != "" {
+					inUse = true
+					fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, h[1], h[0]))
+				}
 			}
 		}
 		// Resolve dependencies.
@@ -451,17 +454,24 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			}
 			return verr
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text) VALUES (?, ?)`, p.SourcePath, p.Source)
+		res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 		if err != nil {
 			return fmt.Errorf("queue: enqueue: %w", err)
 		}
 		srcID, _ := res.LastInsertId()
-		ins := tx.StmtContext(ctx, s.stJobIns)
+		// Row ids are assigned here (we hold the write lock) so that
+		// dependencies can refer to them and rows go in chunks.
+		var base int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rid), 0) FROM jobs`).Scan(&base); err != nil {
+			return fmt.Errorf("queue: enqueue: %w", err)
+		}
 		rids := make([]int64, len(p.Specs))
 		ids := make([]string, len(p.Specs))
 		for i := range p.Specs {
 			ids[i] = NewID(ts(now))
+			rids[i] = base + 1 + int64(i)
 		}
+		args := make([]any, 0, insertChunk*insertCols)
 		for i, sp := range p.Specs {
 			pending := len(inDeps[i])
 			var dep []string
@@ -474,13 +484,21 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 					pending++
 				}
 			}
-			res, err := ins.ExecContext(ctx, ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
-			if err != nil {
-				return fmt.Errorf("queue: enqueue: %w", err)
-			}
-			rids[i], _ = res.LastInsertId()
+			args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
 			jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
 				MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
+			if n := len(args) / insertCols; n == insertChunk || i == len(p.Specs)-1 {
+				var err error
+				if n == insertChunk {
+					_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args...)
+				} else {
+					_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
+				}
+				if err != nil {
+					return fmt.Errorf("queue: enqueue: %w", err)
+				}
+				args = args[:0]
+			}
 		}
 		var badDeps []ext
 		for i := range p.Specs {
@@ -520,6 +538,43 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 		return nil, err
 	}
 	return jobs, nil
+}
+
+const (
+	insertChunk = 64 // rows per INSERT statement
+	insertCols  = 12
+)
+
+func insertJobsSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO jobs (rid, id, name, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on, state) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,'queued')`)
+	}
+	return b.String()
+}
+
+// heldNames returns, for each name held by a queued or running job, its id
+// and state.
+func heldNames(ctx context.Context, tx *sql.Tx, names []string) (map[string][2]string, error) {
+	b, _ := json.Marshal(names)
+	rows, err := tx.QueryContext(ctx, `SELECT name, id, state FROM jobs WHERE name IN (SELECT value FROM json_each(?)) AND name != '' AND state IN ('queued','running')`, string(b))
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	defer rows.Close()
+	held := map[string][2]string{}
+	for rows.Next() {
+		var n, id, st string
+		if err := rows.Scan(&n, &id, &st); err != nil {
+			return nil, fmt.Errorf("queue: enqueue: %w", err)
+		}
+		held[n] = [2]string{id, st}
+	}
+	return held, rows.Err()
 }
 
 func jobLabel(j Job) string {
@@ -1040,8 +1095,10 @@ func (s *SQLiteStore) JobPrune(ctx context.Context, p *JobPruneParams) (int, err
 			`DELETE FROM attempts WHERE job_rid IN (SELECT rid FROM temp.prune)`,
 			`DELETE FROM deps WHERE job_rid IN (SELECT rid FROM temp.prune)`,
 			`DELETE FROM deps WHERE dep_rid IN (SELECT rid FROM temp.prune)`,
+			`UPDATE sources SET jobs = jobs - (SELECT count(*) FROM temp.prune p JOIN jobs j ON j.rid = p.rid WHERE j.source_id = sources.id)
+				WHERE id IN (SELECT j.source_id FROM temp.prune p JOIN jobs j ON j.rid = p.rid)`,
+			`DELETE FROM sources WHERE jobs <= 0`,
 			`DELETE FROM jobs WHERE rid IN (SELECT rid FROM temp.prune)`,
-			`DELETE FROM sources WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.source_id = sources.id)`,
 			`DELETE FROM temp.prune`,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {

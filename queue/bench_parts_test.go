@@ -1,0 +1,28 @@
+package queue_test
+
+import (
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"paddock/queue"
+)
+
+func BenchmarkParse10k(b *testing.B) {
+	data := batchTOML(10_000, "j")
+	for b.Loop() {
+		if _, err := queue.Parse("bench.toml", data, "/srv"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTOMLDecode10k(b *testing.B) {
+	data := string(batchTOML(10_000, "j"))
+	for b.Loop() {
+		var m map[string]any
+		if _, err := toml.Decode(data, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
