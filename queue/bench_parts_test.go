@@ -26,3 +26,22 @@ func BenchmarkTOMLDecode10k(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkEnqueueOnly10k(b *testing.B) {
+	data := batchTOML(10_000, "j")
+	specs, err := queue.Parse("bench.toml", data, "/srv")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		st := openBench(b)
+		b.StartTimer()
+		if _, err := st.JobEnqueue(b.Context(), &queue.JobEnqueueParams{Specs: specs, Source: string(data)}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		st.Close()
+		b.StartTimer()
+	}
+}

@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 	depends_on       TEXT NOT NULL DEFAULT ''
 );
 -- Ready jobs in claim order; not_before_ns makes the index covering.
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, not_before_ns)
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns)
 	WHERE state = 'queued' AND deps_pending = 0;
 CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_ns) WHERE name != '';
 CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_ns) WHERE state = 'running';
@@ -136,7 +136,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 	base := "file:" + path + "?_pragma=busy_timeout(" + strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10) + ")" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 	var err error
-	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate"); err != nil {
+	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-16384)"); err != nil {
 		return nil, fmt.Errorf("queue: open %s: %w", path, err)
 	}
 	s.w.SetMaxOpenConns(1)
@@ -155,7 +155,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		st  **sql.Stmt
 		sql string
 	}{
-		{&s.stClaimSel, `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`},
+		{&s.stClaimSel, claimSQL},
 		{&s.stClaimUpd, `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid = ? RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
@@ -227,6 +227,19 @@ func (s *SQLiteStore) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	return nil
 }
+
+// Hot statements (TestQueryPlans checks their plans use indexes).
+const (
+	claimSQL     = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
+	failSQL      = `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
+			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?) RETURNING rid, id, name`
+	releaseSQL = `UPDATE jobs SET deps_pending = deps_pending - 1, updated_ns = ?
+		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?)`
+	retryDepsSQL   = `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = ? AND j.state != 'succeeded'`
+	pruneInsertSQL = `INSERT INTO temp.prune ` + pruneSelectSQL
+	pruneSelectSQL = `SELECT rid FROM jobs WHERE finished_ns > 0 AND finished_ns <= ?`
+)
 
 const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path`
 
@@ -561,7 +574,7 @@ func insertJobsSQL(rows int) string {
 // and state.
 func heldNames(ctx context.Context, tx *sql.Tx, names []string) (map[string][2]string, error) {
 	b, _ := json.Marshal(names)
-	rows, err := tx.QueryContext(ctx, `SELECT name, id, state FROM jobs WHERE name IN (SELECT value FROM json_each(?)) AND name != '' AND state IN ('queued','running')`, string(b))
+	rows, err := tx.QueryContext(ctx, heldNamesSQL, string(b))
 	if err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", err)
 	}
@@ -600,8 +613,7 @@ func failDependents(ctx context.Context, tx *sql.Tx, rid int64, label string, st
 		if it.rid != rid {
 			reason += " (because " + root + ")"
 		}
-		rows, err := tx.QueryContext(ctx, `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
-			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?) RETURNING rid, id, name`, reason, now, now, it.rid)
+		rows, err := tx.QueryContext(ctx, failSQL, reason, now, now, it.rid)
 		if err != nil {
 			return fmt.Errorf("queue: fail dependents: %w", err)
 		}
@@ -626,8 +638,7 @@ func failDependents(ctx context.Context, tx *sql.Tx, rid int64, label string, st
 
 // releaseDependents counts a success towards every job waiting on rid.
 func releaseDependents(ctx context.Context, tx *sql.Tx, rid, now int64) error {
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET deps_pending = deps_pending - 1, updated_ns = ?
-		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?)`, now, rid)
+	_, err := tx.ExecContext(ctx, releaseSQL, now, rid)
 	if err != nil {
 		return fmt.Errorf("queue: release dependents: %w", err)
 	}
@@ -882,7 +893,7 @@ func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
 				return fmt.Errorf("queue: retry: %w", err)
 			}
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = ? AND j.state != 'succeeded'`, r.rid)
+		rows, err := tx.QueryContext(ctx, retryDepsSQL, r.rid)
 		if err != nil {
 			return fmt.Errorf("queue: retry: %w", err)
 		}
@@ -1085,7 +1096,7 @@ func (s *SQLiteStore) JobPrune(ctx context.Context, p *JobPruneParams) (int, err
 		if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune`); err != nil {
 			return fmt.Errorf("queue: prune: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO temp.prune SELECT rid FROM jobs WHERE finished_ns > 0 AND finished_ns <= ?`, cutoff)
+		res, err := tx.ExecContext(ctx, pruneInsertSQL, cutoff)
 		if err != nil {
 			return fmt.Errorf("queue: prune: %w", err)
 		}
