@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,8 +29,14 @@ func TestDecide(t *testing.T) {
 		req := map[string]any{"hook": map[string]any{"settings": tc.settings}, "job": map[string]any{"argv": tc.argv, "mode": tc.mode}}
 		data, err := json.Marshal(req)
 		require.NoError(t, err)
-		lastRaw = nil
-		var d decision
+		var d struct {
+			Decision string
+			Reason   string
+			Job      *struct {
+				Argv []string
+				Mode string
+			}
+		}
 		require.NoError(t, json.Unmarshal(decide(data), &d))
 		require.Equal(t, tc.want, d.Decision, "%q: %s", tc.argv, d.Reason)
 		if tc.want == "adjust" {
@@ -37,4 +44,47 @@ func TestDecide(t *testing.T) {
 			require.Equal(t, tc.wantArgv, d.Job.Argv)
 		}
 	}
+}
+
+func TestParseJSON(t *testing.T) {
+	for _, in := range []string{`{}`, `[]`, `"a\u00e9\ud83d\ude00\n"`, `{"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`, ` 1 `} {
+		v, err := parseJSON([]byte(in))
+		require.NoError(t, err, in)
+		var want any
+		require.NoError(t, json.Unmarshal([]byte(in), &want))
+		require.Equal(t, want, toAny(v), in)
+	}
+	for _, in := range []string{``, `{`, `{"a"}`, `[1,]`, `"\x"`, `{} {}`, `tru`, `"a` + "\n" + `b`} {
+		_, err := parseJSON([]byte(in))
+		require.Error(t, err, in)
+	}
+	b := appendString(nil, "q\"\\\n\x01é")
+	var s string
+	require.NoError(t, json.Unmarshal(b, &s))
+	require.Equal(t, "q\"\\\n\x01é", s)
+}
+
+func toAny(v value) any {
+	switch v.kind {
+	case 'o':
+		m := map[string]any{}
+		for i, k := range v.keys {
+			m[k] = toAny(v.arr[i])
+		}
+		return m
+	case 'a':
+		out := []any{}
+		for _, e := range v.arr {
+			out = append(out, toAny(e))
+		}
+		return out
+	case 's':
+		return v.str
+	case 'n':
+		f, _ := strconv.ParseFloat(v.str, 64)
+		return f
+	case 'b':
+		return v.str == "true"
+	}
+	return nil
 }

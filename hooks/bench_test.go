@@ -1,0 +1,87 @@
+package hooks
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// benchJob is a realistic job: a git command in a workspace.
+func benchJob() Job {
+	return Job{
+		ID: "01J9ZQ3V8M4K", Name: "nightly-report", Argv: []string{"git", "-C", "/srv/work/repo", "log", "--oneline", "-n", "20"},
+		Env: map[string]string{"LANG": "C.UTF-8", "TZ": "UTC"}, Cwd: "/srv/work/repo", Workspace: "/srv/work",
+		Mode: "workspace_write", Network: true, Writable: []string{"/srv/cache"}, TimeoutS: 300, Attempt: 1,
+		Labels: map[string]string{"team": "infra"},
+	}
+}
+
+// benchDecide runs one-hook decisions and reports the median and p99 of
+// single decisions besides the mean (ns/op).
+func benchDecide(b *testing.B, cfg Config) {
+	c := newTestChain(b, ChainOptions{Hooks: []Config{cfg}})
+	ctx := context.Background()
+	p := DecideParams{Job: benchJob()}
+	res, err := c.Decide(ctx, p) // warm: first instance, first call
+	require.NoError(b, err)
+	require.Empty(b, res.Trail[0].Error)
+	durations := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := c.Decide(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+		durations = append(durations, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(durations)
+	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+func BenchmarkDecideReactorTighten(b *testing.B) {
+	benchDecide(b, Config{Name: "tighten", Path: wasmPath(b, "tighten"), Settings: map[string]any{"dry_run": []string{"rsync"}}})
+}
+
+func BenchmarkDecideReactorMinimal(b *testing.B) {
+	benchDecide(b, Config{Name: "minimal-reactor", Path: wasmPath(b, "minimal-reactor")})
+}
+
+func BenchmarkDecideCommandDenylist(b *testing.B) {
+	benchDecide(b, Config{Name: "denylist", Path: wasmPath(b, "denylist"), Settings: map[string]any{"deny": []string{"curl", "wget"}}})
+}
+
+func BenchmarkDecideCommandMinimal(b *testing.B) {
+	benchDecide(b, Config{Name: "minimal", Path: wasmPath(b, "minimal")})
+}
+
+// BenchmarkCompile measures NewChain for the tighten module (read, sha256,
+// compile): with no cache, and with a warm on-disk cache (a restart).
+func BenchmarkCompile(b *testing.B) {
+	path := wasmPath(b, "tighten")
+	ctx := context.Background()
+	b.Run("no-cache", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c, err := NewChain(ctx, ChainOptions{Hooks: []Config{{Name: "t", Path: path}}})
+			require.NoError(b, err)
+			require.NoError(b, c.Close(ctx))
+		}
+	})
+	b.Run("disk-cache-warm", func(b *testing.B) {
+		dir := b.TempDir()
+		c, err := NewChain(ctx, ChainOptions{CacheDir: dir, Hooks: []Config{{Name: "t", Path: path}}})
+		require.NoError(b, err)
+		require.NoError(b, c.Close(ctx))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			c, err := NewChain(ctx, ChainOptions{CacheDir: dir, Hooks: []Config{{Name: "t", Path: path}}})
+			require.NoError(b, err)
+			require.NoError(b, c.Close(ctx))
+		}
+	})
+}
