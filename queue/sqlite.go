@@ -1013,6 +1013,10 @@ func (s *SQLiteStore) JobList(ctx context.Context, p *JobListParams) ([]Job, err
 		where = append(where, "name GLOB ?")
 		args = append(args, p.NameGlob)
 	}
+	if p.SourcePath != "" {
+		where = append(where, "source_path = ?")
+		args = append(args, p.SourcePath)
+	}
 	for _, k := range sortedKeys(p.Labels) {
 		where = append(where, "json_extract(spec, ?) IS ?")
 		args = append(args, `$.labels."`+strings.ReplaceAll(k, `"`, `""`)+`"`, p.Labels[k])

@@ -214,6 +214,7 @@ type JobListParams struct {
 	States       []JobState        // any of these; empty = all
 	Labels       map[string]string // every label must match exactly
 	NameGlob     string            // shell glob on the name ("*" and "?"; case-sensitive); "" = any
+	SourcePath   string            // exact JobEnqueueParams.SourcePath; "" = any (not indexed: meant for rare lookups)
 	Limit        int               // at most this many; <= 0 = no limit
 	WithAttempts bool              // fill Job.Attempts
 	WithSource   bool              // fill Job.Source

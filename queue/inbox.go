@@ -1,0 +1,311 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Inbox defaults and limits.
+const (
+	// InboxSettleDefault is how long a file's size and modification time
+	// must stay unchanged before the inbox takes it.
+	InboxSettleDefault = time.Second
+	// InboxMaxBytes is the largest job file the inbox reads; larger files
+	// are rejected.
+	InboxMaxBytes = 64 << 20
+)
+
+// InboxOptions configure NewInbox.
+type InboxOptions struct {
+	// Dir is the inbox directory, for example <state>/inbox. Required. It
+	// and its accepted/ and rejected/ subdirectories are created.
+	Dir string
+	// Store receives the jobs. Required.
+	Store Store
+	// Settle is how long, by Clock, a file's size and modification time
+	// must stay the same before it is read. 0 means InboxSettleDefault; a
+	// negative value takes files at first sight.
+	Settle time.Duration
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+}
+
+// InboxResult says what happened to one file.
+type InboxResult struct {
+	File string // the name it was dropped under
+	Path string // where it is now: under accepted/ or rejected/
+	Jobs []Job  // the jobs enqueued; nil when rejected
+	Err  error  // why it was rejected (also written to Path + ".error"); nil when accepted
+}
+
+// Inbox turns job files dropped into a directory into queued jobs.
+//
+// Writers should create the file under a hidden or non-.toml name in the
+// same directory, then rename it into place:
+//
+//	write inbox/.build.toml.tmp, then rename it to inbox/build.toml
+//
+// The inbox ignores dotfiles, names not ending in ".toml", directories and
+// anything in subdirectories, and takes a file only once its size and
+// modification time have stayed the same for the settle period, so a file
+// still being written in place is not read half-way either.
+//
+// Each file is one batch: enqueued whole and moved to accepted/, or refused
+// whole and moved to rejected/ with a "<name>.error" file beside it saying
+// why (one problem per line). A name already taken in accepted/ or
+// rejected/ gets a numeric suffix ("build-2.toml"). Relative paths in the
+// file resolve against the inbox directory (Dir), where it was dropped; the
+// jobs' SourcePath is the file's final path under accepted/.
+//
+// A file is first moved to Dir/.processing/ so that a crash between enqueue
+// and the final move neither loses nor duplicates it: the next Scan finds
+// it there and asks the store whether it was enqueued (by source path).
+//
+// Scan is safe for concurrent use and across processes: it holds an
+// exclusive flock on Dir/.lock and returns at once with no results when
+// another scanner holds it.
+type Inbox struct {
+	dir, accepted, rejected, processing string
+	store                               Store
+	settle                              time.Duration
+	clock                               func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]seenFile
+}
+
+type seenFile struct {
+	size  int64
+	mtime time.Time
+	since time.Time // by the clock: when this size and mtime were first seen
+}
+
+// NewInbox prepares the inbox directories.
+func NewInbox(o InboxOptions) (*Inbox, error) {
+	if o.Dir == "" || o.Store == nil {
+		return nil, errors.New("queue: inbox: Dir and Store are required")
+	}
+	if o.Settle == 0 {
+		o.Settle = InboxSettleDefault
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("queue: inbox: %w", err)
+	}
+	in := &Inbox{
+		dir: dir, accepted: filepath.Join(dir, "accepted"), rejected: filepath.Join(dir, "rejected"),
+		processing: filepath.Join(dir, ".processing"),
+		store:      o.Store, settle: o.Settle, clock: o.Clock, seen: map[string]seenFile{},
+	}
+	for _, d := range []string{in.dir, in.accepted, in.rejected, in.processing} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("queue: inbox: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// Dir returns the inbox directory (absolute).
+func (in *Inbox) Dir() string { return in.dir }
+
+// Scan takes every settled job file, in name order. It returns an error
+// only when the inbox itself cannot be read or the store fails; a bad job
+// file is a result with Err set, not an error.
+func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	lock, err := os.OpenFile(filepath.Join(in.dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("queue: inbox: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil // another process is scanning
+		}
+		return nil, fmt.Errorf("queue: inbox: lock: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	var out []InboxResult
+	// Files a crash left half-way.
+	left, err := os.ReadDir(in.processing)
+	if err != nil {
+		return nil, fmt.Errorf("queue: inbox: %w", err)
+	}
+	for _, e := range left {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		r, err := in.recover(ctx, e.Name())
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+
+	entries, err := os.ReadDir(in.dir)
+	if err != nil {
+		return out, fmt.Errorf("queue: inbox: %w", err)
+	}
+	now := in.clock()
+	present := map[string]bool{}
+	var ready []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".toml") || !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // vanished
+		}
+		present[name] = true
+		s, ok := in.seen[name]
+		if !ok || s.size != fi.Size() || !s.mtime.Equal(fi.ModTime()) {
+			s = seenFile{size: fi.Size(), mtime: fi.ModTime(), since: now}
+			in.seen[name] = s
+		}
+		if in.settle < 0 || now.Sub(s.since) >= in.settle {
+			ready = append(ready, name)
+		}
+	}
+	for name := range in.seen {
+		if !present[name] {
+			delete(in.seen, name)
+		}
+	}
+	sort.Strings(ready)
+	for _, name := range ready {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		delete(in.seen, name)
+		final := in.freeName(name)
+		proc := filepath.Join(in.processing, final)
+		if err := os.Rename(filepath.Join(in.dir, name), proc); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // taken by someone else
+			}
+			return out, fmt.Errorf("queue: inbox: %w", err)
+		}
+		r, err := in.take(ctx, name, final)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// freeName picks a name free in both accepted/ and rejected/.
+func (in *Inbox) freeName(name string) string {
+	stem := strings.TrimSuffix(name, ".toml")
+	for i := 1; ; i++ {
+		n := name
+		if i > 1 {
+			n = stem + "-" + strconv.Itoa(i) + ".toml"
+		}
+		if !exists(filepath.Join(in.accepted, n)) && !exists(filepath.Join(in.rejected, n)) && !exists(filepath.Join(in.processing, n)) {
+			return n
+		}
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// take enqueues the file now in processing/final.
+func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, error) {
+	proc := filepath.Join(in.processing, final)
+	res := InboxResult{File: name}
+	data, err := readCapped(proc)
+	var specs []Spec
+	if err == nil {
+		specs, err = Parse(name, data, in.dir)
+	}
+	if err == nil {
+		var jobs []Job
+		jobs, err = in.store.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: filepath.Join(in.accepted, final)})
+		if err == nil {
+			res.Jobs = jobs
+		} else if !errors.Is(err, ErrInvalid) {
+			// The store failed: leave the file for the next scan.
+			if rerr := os.Rename(proc, filepath.Join(in.dir, name)); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return res, fmt.Errorf("queue: inbox: %s: %w", name, err)
+		}
+	}
+	if err == nil {
+		res.Path = filepath.Join(in.accepted, final)
+		if err := os.Rename(proc, res.Path); err != nil {
+			return res, fmt.Errorf("queue: inbox: %w", err)
+		}
+		return res, nil
+	}
+	res.Err = err
+	res.Path = filepath.Join(in.rejected, final)
+	if werr := os.WriteFile(res.Path+".error", []byte(errorText(err)), 0o644); werr != nil {
+		return res, fmt.Errorf("queue: inbox: %w", werr)
+	}
+	if rerr := os.Rename(proc, res.Path); rerr != nil {
+		return res, fmt.Errorf("queue: inbox: %w", rerr)
+	}
+	return res, nil
+}
+
+// recover finishes a file a crash left in processing/.
+func (in *Inbox) recover(ctx context.Context, final string) (InboxResult, error) {
+	acc := filepath.Join(in.accepted, final)
+	jobs, err := in.store.JobList(ctx, &JobListParams{SourcePath: acc})
+	if err != nil {
+		return InboxResult{}, fmt.Errorf("queue: inbox: %w", err)
+	}
+	if len(jobs) > 0 {
+		if err := os.Rename(filepath.Join(in.processing, final), acc); err != nil {
+			return InboxResult{}, fmt.Errorf("queue: inbox: %w", err)
+		}
+		return InboxResult{File: final, Path: acc, Jobs: jobs}, nil
+	}
+	return in.take(ctx, final, final)
+}
+
+func readCapped(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > InboxMaxBytes {
+		return nil, fmt.Errorf("queue: file is %d bytes; the inbox takes at most %d", fi.Size(), InboxMaxBytes)
+	}
+	return os.ReadFile(path)
+}
+
+// errorText is the .error file: one problem per line.
+func errorText(err error) string {
+	var verr *ValidationError
+	if errors.As(err, &verr) {
+		var b strings.Builder
+		for _, fe := range verr.Errors {
+			b.WriteString(fe.String() + "\n")
+		}
+		return b.String()
+	}
+	return err.Error() + "\n"
+}

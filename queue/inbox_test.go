@@ -1,0 +1,143 @@
+package queue_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/queue"
+	"paddock/queue/storetest"
+)
+
+func TestInbox(t *testing.T) {
+	t.Parallel()
+	type testBundle struct {
+		ctx   context.Context
+		dir   string
+		st    *queue.SQLiteStore
+		in    *queue.Inbox
+		clock *storetest.Clock
+	}
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		b := &testBundle{ctx: context.Background(), dir: t.TempDir(), clock: storetest.NewClock(storetest.T0)}
+		st, err := queue.OpenSQLite(b.ctx, filepath.Join(b.dir, "queue.db"), queue.SQLiteOptions{Clock: b.clock.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		b.st = st
+		b.in, err = queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(b.dir, "inbox"), Store: st, Settle: 2 * time.Second, Clock: b.clock.Now})
+		require.NoError(t, err)
+		return b
+	}
+	write := func(t *testing.T, path, s string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(path, []byte(s), 0o644))
+	}
+
+	t.Run("AcceptRejectIgnore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		inbox := b.in.Dir()
+		good := "[[job]]\nname = \"a\"\ncommand = \"true\"\ncwd = \"sub\"\n[[job]]\nname = \"b\"\ncommand = \"true\"\n"
+		write(t, filepath.Join(inbox, "good.toml"), good)
+		write(t, filepath.Join(inbox, "bad.toml"), "[[job]]\nname = \"ok\"\ncommand = \"true\"\n[[job]]\ncommand = \"\"\ntimout = \"1s\"\n")
+		write(t, filepath.Join(inbox, ".hidden.toml.tmp"), "half")
+		write(t, filepath.Join(inbox, ".dot.toml"), "half")
+		write(t, filepath.Join(inbox, "notes.txt"), "x")
+
+		res, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, res, "nothing settled yet")
+		b.clock.Advance(2 * time.Second)
+		res, err = b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 2)
+
+		require.Equal(t, "bad.toml", res[0].File)
+		require.ErrorIs(t, res[0].Err, queue.ErrInvalid)
+		require.Equal(t, filepath.Join(inbox, "rejected", "bad.toml"), res[0].Path)
+		msg, err := os.ReadFile(res[0].Path + ".error")
+		require.NoError(t, err)
+		require.Contains(t, string(msg), "bad.toml:5: job 2: command: empty command")
+		require.Contains(t, string(msg), `timout: unknown key (did you mean "timeout"?)`)
+		_, err = b.st.JobGet(b.ctx, "ok")
+		require.ErrorIs(t, err, queue.ErrNotFound, "a bad file enqueues nothing")
+
+		require.Equal(t, "good.toml", res[1].File)
+		require.NoError(t, res[1].Err)
+		require.Len(t, res[1].Jobs, 2)
+		acc := filepath.Join(inbox, "accepted", "good.toml")
+		require.Equal(t, acc, res[1].Path)
+		j, err := b.st.JobGet(b.ctx, "a")
+		require.NoError(t, err)
+		require.Equal(t, good, j.Source)
+		require.Equal(t, acc, j.SourcePath)
+		require.Equal(t, filepath.Join(inbox, "sub"), j.Spec.Cwd)
+
+		for _, n := range []string{".hidden.toml.tmp", ".dot.toml", "notes.txt"} {
+			require.FileExists(t, filepath.Join(inbox, n))
+		}
+		// The same name again gets a suffix; a name held by a queued job is refused.
+		write(t, filepath.Join(inbox, "good.toml"), good)
+		b.clock.Advance(2 * time.Second)
+		res, err = b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, res, "first sight of the new file starts its settle period")
+		b.clock.Advance(2 * time.Second)
+		res, err = b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.ErrorIs(t, res[0].Err, queue.ErrNameInUse)
+		require.Equal(t, filepath.Join(inbox, "rejected", "good-2.toml"), res[0].Path, "names stay unique across accepted/ and rejected/")
+	})
+
+	t.Run("GrowingFileWaits", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := filepath.Join(b.in.Dir(), "slow.toml")
+		write(t, p, "command = ")
+		_, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		b.clock.Advance(1500 * time.Millisecond)
+		write(t, p, "command = \"echo still writing\"\n")
+		res, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, res)
+		b.clock.Advance(1500 * time.Millisecond)
+		res, err = b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, res, "changed 1.5s ago: not settled")
+		b.clock.Advance(time.Second)
+		res, err = b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.NoError(t, res[0].Err)
+	})
+
+	t.Run("CrashRecovery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		inbox := b.in.Dir()
+		// A crash after enqueue, before the final move.
+		src := "name = \"done\"\ncommand = \"true\"\n"
+		specs, err := queue.Parse("x.toml", []byte(src), inbox)
+		require.NoError(t, err)
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: specs, Source: src, SourcePath: filepath.Join(inbox, "accepted", "x.toml")})
+		require.NoError(t, err)
+		write(t, filepath.Join(inbox, ".processing", "x.toml"), src)
+		// A crash before enqueue.
+		write(t, filepath.Join(inbox, ".processing", "y.toml"), "name = \"fresh\"\ncommand = \"true\"\n")
+		res, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 2)
+		require.FileExists(t, filepath.Join(inbox, "accepted", "x.toml"))
+		require.FileExists(t, filepath.Join(inbox, "accepted", "y.toml"))
+		c, err := b.st.JobCounts(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, c[queue.StateQueued], "neither lost nor duplicated")
+	})
+}
