@@ -1,0 +1,230 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// PolicyParams are the raw inputs of a [Policy]; [NewPolicy] checks and
+// canonicalises them. The zero value is not valid (it has no Mode).
+type PolicyParams struct {
+	// Mode is required.
+	Mode Mode
+	// Workspace is the job's directory. Required for read_only and
+	// workspace_write, optional for danger_full_access. Relative paths are
+	// made absolute against the process's working directory, symlinks are
+	// resolved; it must exist and be a directory. "/", system directories
+	// (/usr, /etc, …), anything under /proc, /sys or /dev and paths with a
+	// NUL byte are rejected.
+	Workspace string
+	// Cwd is the working directory of the command. Defaults to Workspace.
+	// Canonicalised like Workspace, and it must be visible inside the
+	// sandbox: under /tmp only inside the workspace or a writable root
+	// (the sandbox's /tmp is a fresh tmpfs), never under /proc or /dev.
+	Cwd string
+	// Network true shares the host network (what jobs get by default);
+	// false adds --unshare-net. The zero value (false) isolates. false is
+	// refused for danger_full_access, which cannot isolate anything.
+	Network bool
+	// Writable are extra writable roots (workspace_write only), bound
+	// read-write at their own path after the workspace. Canonicalised and
+	// checked like Workspace; duplicates are dropped. Defaults to none.
+	Writable []string
+}
+
+// Policy is a checked, canonical sandbox policy built by [NewPolicy]. It is
+// immutable and safe for concurrent use. The zero value is invalid:
+// [Confine] refuses it.
+type Policy struct {
+	mode      Mode
+	workspace string
+	cwd       string
+	network   bool
+	writable  []string
+}
+
+// Mode returns the policy's mode.
+func (p Policy) Mode() Mode { return p.mode }
+
+// Workspace returns the canonical workspace ("" only for danger_full_access
+// without one).
+func (p Policy) Workspace() string { return p.workspace }
+
+// Cwd returns the canonical working directory of the command ("" only for
+// danger_full_access without workspace or cwd: the caller's own).
+func (p Policy) Cwd() string { return p.cwd }
+
+// Network reports whether the host network is shared.
+func (p Policy) Network() bool { return p.network }
+
+// Writable returns a copy of the canonical extra writable roots.
+func (p Policy) Writable() []string { return slices.Clone(p.writable) }
+
+// ErrBadPath is wrapped by every [NewPolicy] error about a path (missing,
+// not a directory, "/", a system directory, NUL byte, hidden cwd).
+var ErrBadPath = errors.New("bad path")
+
+// systemDirs may not be a workspace or writable root themselves: binding
+// one read-write hands the job the system. Their subdirectories are fine.
+var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr", "/var", "/run"}
+
+// kernelDirs and everything under them are refused as workspace, writable
+// root or cwd: they are replaced inside the sandbox (/proc, /dev) or are
+// kernel interfaces a writable bind would expose (/sys).
+var kernelDirs = []string{"/proc", "/sys", "/dev"}
+
+// NewPolicy checks p and returns the canonical policy. It touches the
+// filesystem (Abs, EvalSymlinks, Stat) but runs nothing.
+//
+// # Errors
+//
+//   - the mode is not one of [Modes];
+//   - workspace missing for a confined mode;
+//   - a path that is empty, has a NUL byte, does not exist, is not a
+//     directory, is "/" or a system directory, or lies under /proc, /sys or
+//     /dev (these wrap [ErrBadPath]);
+//   - a cwd the sandbox cannot show (wraps [ErrBadPath]);
+//   - writable roots with a mode other than workspace_write;
+//   - network = false with danger_full_access.
+func NewPolicy(p PolicyParams) (Policy, error) {
+	if _, err := ParseMode(string(p.Mode)); err != nil {
+		return Policy{}, err
+	}
+	out := Policy{mode: p.Mode, network: p.Network}
+	if p.Mode == ModeDangerFullAccess && !p.Network {
+		return Policy{}, errors.New("sandbox: network = false needs a confined mode (read_only or workspace_write); danger_full_access cannot isolate the network")
+	}
+	if len(p.Writable) > 0 && p.Mode != ModeWorkspaceWrite {
+		return Policy{}, fmt.Errorf("sandbox: writable roots need mode %s, not %s", ModeWorkspaceWrite, p.Mode)
+	}
+	if p.Workspace == "" && p.Mode.Confined() {
+		return Policy{}, fmt.Errorf("sandbox: mode %s needs a workspace", p.Mode)
+	}
+	if p.Workspace != "" {
+		ws, err := canonicalRoot("workspace", p.Workspace)
+		if err != nil {
+			return Policy{}, err
+		}
+		out.workspace = ws
+	}
+	for _, w := range p.Writable {
+		c, err := canonicalRoot("writable root", w)
+		if err != nil {
+			return Policy{}, err
+		}
+		if c != out.workspace && !slices.Contains(out.writable, c) {
+			out.writable = append(out.writable, c)
+		}
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = out.workspace
+	}
+	if cwd != "" {
+		c, err := canonicalDir("cwd", cwd)
+		if err != nil {
+			return Policy{}, err
+		}
+		if p.Mode.Confined() {
+			if err := out.visible(c); err != nil {
+				return Policy{}, err
+			}
+		}
+		out.cwd = c
+	}
+	return out, nil
+}
+
+// visible checks that dir (canonical) is shown inside the sandbox at the
+// same path, whatever the grade.
+func (p Policy) visible(dir string) error {
+	if p.inBind(dir) {
+		return nil
+	}
+	for _, k := range kernelDirs {
+		if within(dir, k) {
+			return fmt.Errorf("sandbox: cwd %q is under %s, which the sandbox replaces: %w", dir, k, ErrBadPath)
+		}
+	}
+	if within(dir, "/tmp") {
+		return fmt.Errorf("sandbox: cwd %q is under /tmp, which is a fresh tmpfs inside the sandbox; use a directory inside the workspace or a writable root: %w", dir, ErrBadPath)
+	}
+	return nil
+}
+
+// inBind reports whether dir is the workspace, a writable root, or under
+// one of them.
+func (p Policy) inBind(dir string) bool {
+	if p.workspace != "" && within(dir, p.workspace) {
+		return true
+	}
+	for _, w := range p.writable {
+		if within(dir, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is dir or below it (both clean and absolute).
+func within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// canonicalRoot is canonicalDir plus the checks for a directory that gets
+// bound into the sandbox.
+func canonicalRoot(field, raw string) (string, error) {
+	c, err := canonicalDir(field, raw)
+	if err != nil {
+		return "", err
+	}
+	if c == "/" {
+		return "", fmt.Errorf("sandbox: %s %q is the root directory; that would make the whole system writable: %w", field, raw, ErrBadPath)
+	}
+	if slices.Contains(systemDirs, c) {
+		return "", fmt.Errorf("sandbox: %s %q is the system directory %s; use a directory below it: %w", field, raw, c, ErrBadPath)
+	}
+	for _, k := range kernelDirs {
+		if within(c, k) {
+			return "", fmt.Errorf("sandbox: %s %q is under %s, which cannot be bound into the sandbox: %w", field, raw, k, ErrBadPath)
+		}
+	}
+	return c, nil
+}
+
+// canonicalDir makes raw absolute, resolves symlinks and checks that it is
+// an existing directory.
+func canonicalDir(field, raw string) (string, error) {
+	if raw == "" {
+		return "", fmt.Errorf("sandbox: %s is empty: %w", field, ErrBadPath)
+	}
+	if strings.ContainsRune(raw, 0) {
+		return "", fmt.Errorf("sandbox: %s %q contains a NUL byte: %w", field, raw, ErrBadPath)
+	}
+	abs, err := filepath.Abs(raw)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s %q: %w: %w", field, raw, ErrBadPath, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("sandbox: %s %q does not exist: %w", field, raw, ErrBadPath)
+		}
+		return "", fmt.Errorf("sandbox: %s %q: %w: %w", field, raw, ErrBadPath, err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s %q: %w: %w", field, raw, ErrBadPath, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("sandbox: %s %q is not a directory: %w", field, raw, ErrBadPath)
+	}
+	return real, nil
+}

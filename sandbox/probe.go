@@ -1,0 +1,354 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Discovery is what [Probe] found about the host's bwrap; [ConfineWith]
+// builds argv from it. Tests and callers that pin a configuration may fill
+// it by hand.
+type Discovery struct {
+	// Executable is the absolute path of bwrap.
+	Executable string
+	// Grade is full, partial or unusable.
+	Grade Grade
+	// NetworkIsolation is true when --unshare-net works.
+	NetworkIsolation bool
+	// DisableUserns is true when bwrap knows --disable-userns (0.8.0 and
+	// later); the argv then forbids nested user namespaces.
+	DisableUserns bool
+	// Root is true when the probe ran with euid 0. It is reported, not
+	// used: the argv is the same for root and non-root.
+	Root bool
+}
+
+// probed holds the memoized successful probe; nil until one succeeds. It is
+// the package's only mutable state.
+var probed atomic.Pointer[ProbeReport]
+
+// probeMu serialises probing so concurrent first calls probe once.
+var probeMu sync.Mutex
+
+// Discovered returns the memoized result of the last successful [Probe]. It
+// is pure and safe for concurrent use. Before any successful probe it
+// returns the defaults: Executable [DefaultExecutable], Grade full,
+// NetworkIsolation true, DisableUserns true, Root false.
+func Discovered() Discovery {
+	if r := probed.Load(); r != nil {
+		return r.Discovery()
+	}
+	return Discovery{Executable: DefaultExecutable, Grade: GradeFull, NetworkIsolation: true, DisableUserns: true}
+}
+
+// ProbeReport is what a probe found, for people ([paddock probe]) and for
+// [Discovered].
+type ProbeReport struct {
+	Grade            Grade  `json:"grade"`
+	Executable       string `json:"executable"` // absolute; "" when not found
+	Version          string `json:"version"`    // e.g. "0.8.0"
+	NetworkIsolation bool   `json:"network_isolation"`
+	DisableUserns    bool   `json:"disable_userns"`
+	Root             bool   `json:"root"`
+	Setuid           bool   `json:"setuid"`
+	Error            string `json:"error"`      // "" when usable
+	BwrapLine        string `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
+	Hint             string `json:"hint"`       // what to do about it
+	// Notes are remarks that are not failures (a setuid bwrap, the reason
+	// for the partial grade, why network isolation is missing).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Usable reports whether the grade is full or partial.
+func (r ProbeReport) Usable() bool { return r.Grade == GradeFull || r.Grade == GradePartial }
+
+// Discovery returns the part of r that [ConfineWith] needs.
+func (r ProbeReport) Discovery() Discovery {
+	return Discovery{Executable: r.Executable, Grade: r.Grade, NetworkIsolation: r.NetworkIsolation, DisableUserns: r.DisableUserns, Root: r.Root}
+}
+
+// ProbeParams tune [ProbeWith]. The zero value probes "bwrap" from PATH
+// with /bin/sh.
+type ProbeParams struct {
+	// Executable is the bwrap to probe: an absolute path, or a name looked
+	// up in PATH. Defaults to "bwrap".
+	Executable string
+	// Shell runs the probe's check script inside the sandbox. The script is
+	// POSIX and correct under dash and bash. Defaults to "/bin/sh".
+	Shell string
+	// Timeout bounds each bwrap run of the probe. Defaults to 10s.
+	Timeout time.Duration
+}
+
+// Probe resolves bwrap from PATH and finds the grade, like [ProbeWith] with
+// zero params, and memoizes the report when it is usable: later calls return
+// it without running anything, and [Discovered] reads it. A failed probe is
+// not memoized, so the next call probes again. Safe for concurrent use;
+// concurrent first calls probe once.
+//
+// The error wraps [ErrUnusable] when the grade is unusable; the report is
+// filled in either case.
+func Probe(ctx context.Context) (ProbeReport, error) {
+	if r := probed.Load(); r != nil {
+		return *r, nil
+	}
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if r := probed.Load(); r != nil {
+		return *r, nil
+	}
+	r, err := ProbeWith(ctx, ProbeParams{})
+	if err == nil {
+		probed.Store(&r)
+	}
+	return r, err
+}
+
+// probeScript checks, inside the sandbox, that the device nodes open for
+// reading and writing, that the workspace ($1) is writable, and that / is
+// not. It attempts a write to $2 (outside the workspace), which the caller
+// checks from the host. It avoids special builtins (":" etc.) under a
+// redirection, whose failure exits dash, and puts every risky redirection in
+// a subshell, so its result does not depend on which shell /bin/sh is.
+const probeScript = `ws=$1
+out=$2
+for d in /dev/null /dev/zero /dev/full /dev/random /dev/urandom; do
+  if ! ( true < "$d" ) 2>/dev/null; then echo "paddock-probe: cannot read $d" >&2; exit 10; fi
+  if ! ( true > "$d" ) 2>/dev/null; then echo "paddock-probe: cannot write $d" >&2; exit 11; fi
+done
+if ! ( echo x > /dev/null ) 2>/dev/null; then echo "paddock-probe: cannot write to /dev/null" >&2; exit 12; fi
+if ! ( echo ok > "$ws/inside" ) 2>/dev/null; then echo "paddock-probe: cannot write the workspace" >&2; exit 13; fi
+( echo x > "$out" ) 2>/dev/null
+if ( echo x > /paddock-probe-escape ) 2>/dev/null; then echo "paddock-probe: / is writable" >&2; exit 14; fi
+exit 0
+`
+
+// escapeMarker is the host path the probe script must fail to create.
+const escapeMarker = "/paddock-probe-escape"
+
+// ProbeWith probes the bwrap named by pp and returns what it found. It
+// memoizes nothing. It runs bwrap --version and up to three sandboxes: the
+// full base, then the partial base if the full one fails, then the usable
+// base with --unshare-net. Each runs a check script that must write the
+// workspace and the device nodes and must fail to write / and a path
+// outside the workspace, verified from the host.
+//
+// The error wraps [ErrUnusable] when no base works (bwrap missing, refused,
+// or a fence that leaks); the report then says why (Error, BwrapLine, Hint).
+// ctx bounds the whole probe.
+func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
+	rep := ProbeReport{Grade: GradeUnusable, Root: os.Geteuid() == 0}
+	fail := func(msg, line, hint string) (ProbeReport, error) {
+		rep.Grade, rep.Error, rep.BwrapLine, rep.Hint = GradeUnusable, msg, line, hint
+		return rep, fmt.Errorf("%w: %s", ErrUnusable, msg)
+	}
+	if pp.Executable == "" {
+		pp.Executable = "bwrap"
+	}
+	if pp.Shell == "" {
+		pp.Shell = "/bin/sh"
+	}
+	if pp.Timeout <= 0 {
+		pp.Timeout = 10 * time.Second
+	}
+	exe, err := exec.LookPath(pp.Executable)
+	if err != nil {
+		return fail(fmt.Sprintf("bwrap not found (%v)", err), "", "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)")
+	}
+	if exe, err = filepath.Abs(exe); err != nil {
+		return fail(err.Error(), "", "")
+	}
+	rep.Executable = exe
+	if fi, err := os.Stat(exe); err == nil && fi.Mode()&os.ModeSetuid != 0 {
+		rep.Setuid = true
+		rep.Notes = append(rep.Notes, "bwrap is setuid root: it builds the sandbox with real root privileges; paddock passes no option a setuid bwrap refuses (no --cap-add, --size, --userns, and no --disable-userns, which a setuid bwrap cannot apply), and the checks ran through it")
+	}
+	vctx, cancel := context.WithTimeout(ctx, pp.Timeout)
+	vout, err := exec.CommandContext(vctx, exe, "--version").CombinedOutput()
+	cancel()
+	if err != nil {
+		return fail(fmt.Sprintf("%s --version failed: %v", exe, err), firstLine(vout), "check that bwrap is bubblewrap and is executable")
+	}
+	rep.Version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(vout)), "bubblewrap"))
+	// --disable-userns exists since 0.8.0; a setuid bwrap cannot honour it
+	// (it fails opening /proc/sys/user/max_user_namespaces as the user).
+	rep.DisableUserns = versionAtLeast(rep.Version, 0, 8) && !rep.Setuid
+
+	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root}
+	fullErr := runCheck(ctx, pp, d, true)
+	if fullErr != nil {
+		d.Grade = GradePartial
+		if partialErr := runCheck(ctx, pp, d, true); partialErr != nil {
+			var ce *checkError
+			if errors.As(partialErr, &ce) || errors.As(fullErr, &ce) {
+				return fail(fmt.Sprintf("full grade: %v; partial grade: %v", fullErr, partialErr), ce.diag.Line, ce.hint())
+			}
+			return fail(fmt.Sprintf("full grade: %v; partial grade: %v", fullErr, partialErr), "", "")
+		}
+		rep.Notes = append(rep.Notes, "partial grade because the full base failed: "+fullErr.Error())
+	}
+	rep.Grade = d.Grade
+	if netErr := runCheck(ctx, pp, d, false); netErr != nil {
+		rep.NetworkIsolation = false
+		rep.Notes = append(rep.Notes, "network isolation unavailable: "+netErr.Error())
+	} else {
+		rep.NetworkIsolation = true
+	}
+	return rep, nil
+}
+
+// checkError is a failed probe run with bwrap's explanation.
+type checkError struct {
+	msg  string
+	diag Diagnosis
+}
+
+func (e *checkError) Error() string {
+	if e.diag.Explanation != "" {
+		return e.msg + " (" + e.diag.Explanation + ")"
+	}
+	return e.msg
+}
+
+func (e *checkError) hint() string { return e.diag.Hint }
+
+// runCheck runs probeScript confined by d (network shared or not) and checks
+// the results from the host.
+func runCheck(ctx context.Context, pp ProbeParams, d Discovery, network bool) error {
+	dir, err := os.MkdirTemp("", "paddock-probe-")
+	if err != nil {
+		return fmt.Errorf("probe scratch dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return fmt.Errorf("probe scratch dir: %w", err)
+	}
+	outside := filepath.Join(dir, "outside")
+	pol, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: network})
+	if err != nil {
+		return err
+	}
+	argv, err := ConfineWith([]string{pp.Shell, "-c", probeScript, "paddock-probe", pol.Workspace(), filepath.Join(filepath.Dir(pol.Workspace()), "outside")}, pol, d)
+	if err != nil {
+		return err
+	}
+	res, err := runConfined(ctx, pp.Timeout, argv)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(escapeMarker); err == nil {
+		os.Remove(escapeMarker)
+		return errors.New("the fence leaked: a write to / landed on the host")
+	}
+	if _, err := os.Lstat(outside); err == nil {
+		return errors.New("the fence leaked: a write outside the workspace landed on the host")
+	}
+	if !res.status.Ran {
+		diag, _ := Diagnose(res.stderr)
+		msg := fmt.Sprintf("bwrap failed before the check ran (exit status %d)", res.exitCode)
+		if diag.Line != "" {
+			msg = diag.Line
+		}
+		return &checkError{msg: msg, diag: diag}
+	}
+	if res.status.ExitCode != 0 {
+		return fmt.Errorf("check script failed with status %d: %s", res.status.ExitCode, strings.TrimSpace(lastLine(res.stderr)))
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "inside")); err != nil || string(b) != "ok\n" {
+		return errors.New("a write inside the workspace did not land on the host")
+	}
+	return nil
+}
+
+type runResult struct {
+	status   Status
+	exitCode int
+	stderr   []byte
+}
+
+// runConfined runs a confined argv with the status pipe wired, in its own
+// process group, and waits for it.
+func runConfined(ctx context.Context, timeout time.Duration, argv []string) (runResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return runResult{}, err
+	}
+	defer pr.Close()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stderr = &stderr
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return runResult{}, fmt.Errorf("starting bwrap: %w", err)
+	}
+	pw.Close()
+	type read struct {
+		st  Status
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() { st, err := ReadStatus(pr); ch <- read{st, err} }()
+	werr := cmd.Wait()
+	// A sandbox child orphaned by a failing bwrap can hold the status pipe
+	// open (seen with a setuid bwrap): do not wait for EOF forever.
+	_ = pr.SetReadDeadline(time.Now().Add(2 * time.Second))
+	r := <-ch
+	st, stErr := r.st, r.err
+	if errors.Is(stErr, os.ErrDeadlineExceeded) {
+		stErr = nil
+	}
+	if ctx.Err() != nil {
+		return runResult{}, fmt.Errorf("bwrap did not finish in %s: %w", timeout, ctx.Err())
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return runResult{}, werr
+	}
+	if stErr != nil {
+		return runResult{}, stErr
+	}
+	return runResult{status: st, exitCode: cmd.ProcessState.ExitCode(), stderr: stderr.Bytes()}, nil
+}
+
+// versionAtLeast reports whether a "X.Y[.Z]" version is at least maj.min.
+func versionAtLeast(v string, maj, min int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	a, err1 := strconv.Atoi(parts[0])
+	b, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return a > maj || (a == maj && b >= min)
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return s
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

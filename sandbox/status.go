@@ -1,0 +1,177 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Status is what bwrap wrote on its status fd (--json-status-fd).
+type Status struct {
+	// ChildPID is the host pid of the sandbox's first process; 0 when bwrap
+	// failed before creating it.
+	ChildPID int
+	// Ran is true only when bwrap wrote an "exit-code" record, which it does
+	// only after the command really started and exited. false means the
+	// command never ran (bwrap failed during setup, exec failed, or bwrap
+	// was killed).
+	Ran bool
+	// ExitCode is the command's exit status when Ran (128+n when the
+	// command was killed by signal n inside the pid namespace).
+	ExitCode int
+}
+
+// ReadStatus reads bwrap's JSON status stream from r until EOF. The caller
+// owns r. An empty stream is a valid Status with Ran false. A malformed
+// stream returns what was read so far and an error.
+func ReadStatus(r io.Reader) (Status, error) {
+	var s Status
+	dec := json.NewDecoder(r)
+	for {
+		var rec struct {
+			ChildPID *int `json:"child-pid"`
+			ExitCode *int `json:"exit-code"`
+		}
+		if err := dec.Decode(&rec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return s, nil
+			}
+			return s, fmt.Errorf("sandbox: reading bwrap status: %w", err)
+		}
+		if rec.ChildPID != nil {
+			s.ChildPID = *rec.ChildPID
+		}
+		if rec.ExitCode != nil {
+			s.Ran = true
+			s.ExitCode = *rec.ExitCode
+		}
+	}
+}
+
+// Outcome is how a spawned job ended.
+type Outcome string
+
+const (
+	// OutcomeSucceeded: the command ran and exited 0.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: the command ran and exited non-zero, or the process was
+	// killed by a signal (a timeout, a cancel).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeRunnerFailed: bwrap failed; the command never ran.
+	OutcomeRunnerFailed Outcome = "runner_failed"
+)
+
+// ClassifyParams are the inputs of [Classify].
+type ClassifyParams struct {
+	// Mode of the policy the job ran under.
+	Mode Mode
+	// State of the spawned process (bwrap, or argv[0] for
+	// danger_full_access). nil means it never started.
+	State *os.ProcessState
+	// Status is from [ReadStatus]; the zero value for danger_full_access.
+	Status Status
+	// Stderr is the tail of the job's stderr, for the denial hint and
+	// bwrap's own error line.
+	Stderr []byte
+}
+
+// Classification is the verdict of [Classify].
+type Classification struct {
+	Outcome Outcome
+	// ExitCode is the command's exit status; -1 when the spawned process was
+	// killed by a signal or never started.
+	ExitCode int
+	// Signal names the signal that killed the spawned process ("SIGKILL"),
+	// "" when it exited.
+	Signal string
+	// Denied is a hint that the fence refused a write: the exit status is not
+	// 0 and a line of stderr carries a denial signature ("Read-only file
+	// system", "Permission denied", "Operation not permitted"). It is never
+	// true when the exit status is 0.
+	Denied bool
+	// Reason is human text: "exit status 1", "bwrap: … (…; hint: …)",
+	// "write refused by the fence: …".
+	Reason string
+}
+
+// denialSignatures mark a line as a write the fence (or the kernel on its
+// behalf) refused.
+var denialSignatures = []string{"Read-only file system", "Permission denied", "Operation not permitted"}
+
+// Classify tells a command that ran and failed from a runner (bwrap) that
+// failed before the command ran, using bwrap's status record, never stderr
+// text: for confined modes, Status.Ran decides. Text only feeds the denial
+// hint and the reason:
+//
+//   - exit status 0 is never a denial;
+//   - a runner (bwrap) line counts only when "bwrap: " starts the line;
+//   - a line that is both a runner line and a denial line is a denial.
+//
+// Classify is pure and safe for concurrent use.
+func Classify(p ClassifyParams) Classification {
+	if p.State == nil {
+		return Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Reason: "the process never started"}
+	}
+	if ws, ok := p.State.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		name := unix.SignalName(ws.Signal())
+		if name == "" {
+			name = ws.Signal().String()
+		}
+		c := Classification{Outcome: OutcomeFailed, ExitCode: -1, Signal: name, Reason: "killed by " + name}
+		if p.Mode.Confined() && p.Status.ChildPID == 0 {
+			c.Outcome = OutcomeRunnerFailed
+			c.Reason = "bwrap killed by " + name + " before the command started"
+		}
+		return c
+	}
+	code := p.State.ExitCode()
+	if p.Mode.Confined() && !p.Status.Ran {
+		c := Classification{Outcome: OutcomeRunnerFailed, ExitCode: code, Reason: fmt.Sprintf("bwrap exited with status %d before the command ran", code)}
+		if d, ok := Diagnose(p.Stderr); ok {
+			c.Reason = d.Line
+			if d.Explanation != "" {
+				c.Reason += " (" + d.Explanation + "; hint: " + d.Hint + ")"
+			}
+		}
+		if code != 0 {
+			if line, ok := denialLine(p.Stderr); ok {
+				c.Denied = true
+				c.Reason += "; write refused by the fence: " + line
+			}
+		}
+		return c
+	}
+	if p.Mode.Confined() {
+		code = p.Status.ExitCode
+	}
+	if code == 0 {
+		return Classification{Outcome: OutcomeSucceeded, ExitCode: 0, Reason: "exit status 0"}
+	}
+	c := Classification{Outcome: OutcomeFailed, ExitCode: code, Reason: fmt.Sprintf("exit status %d", code)}
+	if line, ok := denialLine(p.Stderr); ok && p.Mode.Confined() {
+		c.Denied = true
+		c.Reason = "write refused by the fence: " + line
+	}
+	return c
+}
+
+// denialLine returns the last stderr line with a denial signature.
+func denialLine(stderr []byte) (string, bool) {
+	lines := bytes.Split(stderr, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(string(lines[i]))
+		for _, sig := range denialSignatures {
+			if strings.Contains(l, sig) {
+				return l, true
+			}
+		}
+	}
+	return "", false
+}

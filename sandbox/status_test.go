@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadStatus(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in      string
+		want    Status
+		wantErr bool
+	}{
+		{"", Status{}, false},
+		{`{ "child-pid": 12, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }` + "\n", Status{ChildPID: 12}, false},
+		{`{ "child-pid": 12 }` + "\n" + `{ "exit-code": 0 }` + "\n", Status{ChildPID: 12, Ran: true}, false},
+		{`{ "child-pid": 12 }` + "\n" + `{ "exit-code": 137 }` + "\n", Status{ChildPID: 12, Ran: true, ExitCode: 137}, false},
+		{`{ "child-pid": 12 }` + "\n" + `{ "exit-co`, Status{ChildPID: 12}, true},
+	}
+	for _, tc := range cases {
+		got, err := ReadStatus(strings.NewReader(tc.in))
+		require.Equal(t, tc.wantErr, err != nil, "%q: %v", tc.in, err)
+		require.Equal(t, tc.want, got, tc.in)
+	}
+}
+
+// states returns real process states: exit 0, exit 1, killed by SIGKILL.
+func states(t *testing.T) (ok, one, killed *os.ProcessState) {
+	t.Helper()
+	run := func(script string) *os.ProcessState {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		_ = cmd.Run()
+		return cmd.ProcessState
+	}
+	return run("exit 0"), run("exit 1"), run("kill -9 $$")
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	ok, one, killed := states(t)
+	ran0 := Status{ChildPID: 5, Ran: true}
+	ran1 := Status{ChildPID: 5, Ran: true, ExitCode: 1}
+	cases := []struct {
+		name string
+		p    ClassifyParams
+		want Classification
+	}{
+		{"ran ok", ClassifyParams{Mode: ModeWorkspaceWrite, State: ok, Status: ran0},
+			Classification{Outcome: OutcomeSucceeded, Reason: "exit status 0"}},
+		{"exit 0 is never a denial", ClassifyParams{Mode: ModeWorkspaceWrite, State: ok, Status: ran0, Stderr: []byte("touch: /usr/x: Read-only file system\n")},
+			Classification{Outcome: OutcomeSucceeded, Reason: "exit status 0"}},
+		{"ran exit 1", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte("boom\n")},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}},
+		{"ran exit 1 with a bwrap-looking line mid-line", ClassifyParams{Mode: ModeReadOnly, State: one, Status: ran1, Stderr: []byte("job says bwrap: Can't mount proc on /newroot/proc\n")},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}},
+		{"ran exit 1 denied", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte("x\nsh: 1: cannot create /etc/x: Read-only file system\n")},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: sh: 1: cannot create /etc/x: Read-only file system"}},
+		{"bwrap failed, exit 1, never ran", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: Status{ChildPID: 5}, Stderr: []byte("bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n")},
+			Classification{Outcome: OutcomeRunnerFailed, ExitCode: 1, Denied: true,
+				Reason: "bwrap: Can't mount proc on /newroot/proc: Operation not permitted (a fresh /proc cannot be mounted here (typical in a container whose /proc has masked paths); the partial grade does without it; hint: nothing to do: paddock uses the partial grade; for the full grade run the container with unmasked proc (docker: --security-opt systempaths=unconfined)); write refused by the fence: bwrap: Can't mount proc on /newroot/proc: Operation not permitted"}},
+		{"bwrap failed without a line", ClassifyParams{Mode: ModeReadOnly, State: one},
+			Classification{Outcome: OutcomeRunnerFailed, ExitCode: 1, Reason: "bwrap exited with status 1 before the command ran"}},
+		{"bwrap killed after start", ClassifyParams{Mode: ModeReadOnly, State: killed, Status: Status{ChildPID: 9}},
+			Classification{Outcome: OutcomeFailed, ExitCode: -1, Signal: "SIGKILL", Reason: "killed by SIGKILL"}},
+		{"bwrap killed before start", ClassifyParams{Mode: ModeReadOnly, State: killed},
+			Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Signal: "SIGKILL", Reason: "bwrap killed by SIGKILL before the command started"}},
+		{"never started", ClassifyParams{Mode: ModeReadOnly},
+			Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Reason: "the process never started"}},
+		{"danger exit 1", ClassifyParams{Mode: ModeDangerFullAccess, State: one, Stderr: []byte("Read-only file system\n")},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}},
+		{"danger ok", ClassifyParams{Mode: ModeDangerFullAccess, State: ok},
+			Classification{Outcome: OutcomeSucceeded, Reason: "exit status 0"}},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, Classify(tc.p), tc.name)
+	}
+}
+
+// TestDiagnose: every bwrap error line DESIGN.md lists gets an explanation
+// and a hint; only lines starting with "bwrap: " count.
+func TestDiagnose(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ line, explains, hints string }{
+		{"bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.", "unprivileged users", "unprivileged_userns_clone"},
+		{"bwrap: Creating new namespace failed, likely because the kernel does not support user namespaces.  bwrap must be installed setuid on such systems.", "refused to create the namespaces", "user.max_user_namespaces"},
+		{"bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)", "limit is exhausted", "max_user_namespaces"},
+		{"bwrap: setting up uid map: Permission denied", "AppArmor", "apparmor_restrict_unprivileged_userns"},
+		{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", "fresh /proc", "partial grade"},
+		{"bwrap: Failed to make / slave: Permission denied", "mounts cannot be made", "allows unshare and mount"},
+		{"bwrap: pivot_root: Operation not permitted", "pivot_root", "pivot_root"},
+		{"bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted", "loopback", "network = false"},
+		{"bwrap: Unknown option --disable-userns", "too old", "0.8.0"},
+		{"bwrap: Can't chdir to /x: No such file or directory", "working directory", "workspace"},
+		{"bwrap: execvp nope: No such file or directory", "could not be started", "absolute path"},
+		{"bwrap: setting up uid map: Invalid argument", "uid map", "setuid"},
+	}
+	for _, tc := range cases {
+		d, ok := Diagnose([]byte("some job output\n" + tc.line + "\nmore\n"))
+		require.True(t, ok, tc.line)
+		require.Equal(t, tc.line, d.Line)
+		require.Contains(t, d.Explanation, tc.explains, tc.line)
+		require.Contains(t, d.Hint, tc.hints, tc.line)
+	}
+	_, ok := Diagnose([]byte("error: bwrap: Can't mount proc on /newroot/proc\n"))
+	require.False(t, ok, "a runner signature counts only at the start of a line")
+	d, ok := Diagnose([]byte("bwrap: something new\n"))
+	require.True(t, ok)
+	require.Equal(t, Diagnosis{Line: "bwrap: something new"}, d)
+}
