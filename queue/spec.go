@@ -315,58 +315,54 @@ func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
 		}
 		first[s.Name] = s.Line
 	}
-	byName := map[string]*Spec{}
+	batchCycles(specs, func(i int, cyc []string) {
+		p.add(p.keyLine("job."+strconv.Itoa(i)+".after"), "job "+strconv.Quote(specs[i].Name), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
+	})
+}
+
+// batchCycles calls report once per dependency cycle among the named jobs
+// of a batch, with the index of the job that closes it.
+func batchCycles(specs []Spec, report func(i int, cycle []string)) {
+	byName := make(map[string]int, len(specs))
 	for i := range specs {
 		if specs[i].Name != "" {
-			byName[specs[i].Name] = &specs[i]
+			byName[specs[i].Name] = i
 		}
 	}
-	// Cycle detection over in-batch edges.
 	const (
 		white = 0
 		grey  = 1
 		black = 2
 	)
-	color := map[string]int{}
-	reported := map[string]bool{}
-	var visit func(n string, stack []string)
-	visit = func(n string, stack []string) {
-		color[n] = grey
-		stack = append(stack, n)
-		for _, dep := range byName[n].After {
-			if _, ok := byName[dep]; !ok {
+	color := make([]int, len(specs))
+	var stack []string
+	var visit func(i int)
+	visit = func(i int) {
+		color[i] = grey
+		stack = append(stack, specs[i].Name)
+		for _, dep := range specs[i].After {
+			j, ok := byName[dep]
+			if !ok {
 				continue
 			}
-			switch color[dep] {
+			switch color[j] {
 			case grey:
-				i := slices.Index(stack, dep)
-				cyc := append(slices.Clone(stack[i:]), dep)
-				if !reported[dep] {
-					reported[dep] = true
-					s := byName[dep]
-					p.add(p.keyLine(lineKeyOf(s, specs, "after")), "job "+strconv.Quote(dep), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
-				}
+				k := slices.Index(stack, dep)
+				report(j, append(slices.Clone(stack[k:]), dep))
 			case white:
-				visit(dep, stack)
+				visit(j)
 			}
 		}
-		color[n] = black
+		stack = stack[:len(stack)-1]
+		color[i] = black
 	}
-	for _, s := range specs {
-		if s.Name != "" && color[s.Name] == white {
-			visit(s.Name, nil)
+	for i := range specs {
+		if specs[i].Name != "" && color[i] == white {
+			visit(i)
 		}
 	}
 }
 
-func lineKeyOf(s *Spec, specs []Spec, key string) string {
-	for i := range specs {
-		if &specs[i] == s {
-			return "job." + strconv.Itoa(i) + "." + key
-		}
-	}
-	return key
-}
 
 // field bits record which keys a table set.
 type field uint32
@@ -913,6 +909,9 @@ func validateSpecs(file string, specs []Spec) error {
 			}
 		}
 	}
+	batchCycles(specs, func(i int, cyc []string) {
+		errs = append(errs, FieldError{File: file, Line: specs[i].Line, Job: "job " + strconv.Quote(specs[i].Name), Key: "after", Message: "dependency cycle: " + strings.Join(cyc, " -> ")})
+	})
 	if len(errs) > 0 {
 		sortErrors(errs)
 		return &ValidationError{Errors: errs}

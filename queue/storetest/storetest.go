@@ -210,6 +210,12 @@ func Exercise(t *testing.T, open Opener) {
 		require.Len(t, verr.Errors, 2)
 		require.ErrorContains(t, err, "ghost")
 		require.ErrorContains(t, err, "phantom")
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+			{Name: "p", Command: []string{"true"}, After: []string{"q"}},
+			{Name: "q", Command: []string{"true"}, After: []string{"p"}},
+		}})
+		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorContains(t, err, "dependency cycle")
 		counts, err := b.st.JobCounts(b.ctx)
 		require.NoError(t, err)
 		for _, st := range queue.JobStates() {
