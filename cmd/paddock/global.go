@@ -72,7 +72,8 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 	}
 	gopts.AddFlags(root)
 	root.AddCommand(
-	// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
+		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
+		newHookCommand(gopts),
 	)
 	return root
 }
