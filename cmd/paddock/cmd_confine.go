@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"paddock/sandbox"
+)
+
+// ConfineOptions are the flags of paddock confine.
+type ConfineOptions struct {
+	// Mode is the sandbox mode. Defaults to workspace_write.
+	Mode string
+	// Workspace is the job's directory. Defaults to "." (canonicalised).
+	Workspace string
+	// Network shares the host network. Defaults to true; --network=false
+	// adds --unshare-net.
+	Network bool
+	// Writable are extra writable roots (workspace_write only).
+	Writable []string
+}
+
+func newConfineCommand(gopts *GlobalOptions) *cobra.Command {
+	opts := ConfineOptions{}
+	cmd := &cobra.Command{
+		Use:   "confine [flags] -- ARGV...",
+		Short: "Print the bwrap argv that would run ARGV under a sandbox policy, without running it",
+		Long: `confine builds the sandbox policy from the flags, probes bwrap (for the
+confined modes) and prints the exact argv paddock would run, shell-quoted on
+one line. Nothing is run. With --json it prints one object with
+message_type "confine" whose "argv" is an array of strings.`,
+		Example: `  paddock confine -- make test
+  paddock confine --mode read_only --workspace ./src --network=false -- sh -c 'ls'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("confine: no command given (usage: paddock confine [flags] -- ARGV...)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConfine(cmd.Context(), opts, gopts, args, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Mode, "mode", string(sandbox.ModeWorkspaceWrite), "sandbox mode: read_only, workspace_write or danger_full_access")
+	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory")
+	f.BoolVar(&opts.Network, "network", true, "share the host network (--network=false isolates it)")
+	f.StringArrayVar(&opts.Writable, "writable", nil, "an extra writable root (repeatable; workspace_write only)")
+	return cmd
+}
+
+// confineMessage is the --json output of paddock confine.
+type confineMessage struct {
+	MessageType string   `json:"message_type"`
+	Mode        string   `json:"mode"`
+	Grade       string   `json:"grade,omitempty"`
+	Workspace   string   `json:"workspace,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	Argv        []string `json:"argv"`
+}
+
+func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return usagef("confine: no command given (usage: paddock confine [flags] -- ARGV...)")
+	}
+	mode, err := sandbox.ParseMode(opts.Mode)
+	if err != nil {
+		return usagef("--mode: %w", err)
+	}
+	policy, err := sandbox.NewPolicy(sandbox.PolicyParams{
+		Mode:      mode,
+		Workspace: opts.Workspace,
+		Network:   opts.Network,
+		Writable:  opts.Writable,
+	})
+	if err != nil {
+		return usagef("%w", err)
+	}
+	grade := ""
+	if mode.Confined() {
+		rep, err := sandbox.Probe(ctx)
+		if err != nil {
+			msg := err.Error()
+			if rep.Hint != "" {
+				msg += " (hint: " + rep.Hint + ")"
+			}
+			return errors.New(msg + "; see paddock probe")
+		}
+		grade = string(rep.Grade)
+	}
+	argv, err := sandbox.Confine(args, policy)
+	if err != nil {
+		return err
+	}
+	if gopts.JSON {
+		return writeJSON(out, confineMessage{MessageType: "confine", Mode: string(mode), Grade: grade, Workspace: policy.Workspace(), Cwd: policy.Cwd(), Argv: argv})
+	}
+	_, err = fmt.Fprintln(out, shellJoin(argv))
+	return err
+}
+
+// shellJoin quotes argv for a POSIX shell: words made only of safe
+// characters stay bare, the rest are single-quoted.
+func shellJoin(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

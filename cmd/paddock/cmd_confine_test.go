@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfineCommandUsageErrors(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	for _, args := range [][]string{
+		{"confine", "--workspace", ws},
+		{"confine", "--mode", "bogus", "--workspace", ws, "--", "ls"},
+		{"confine", "--workspace", "/", "--", "ls"},
+		{"confine", "--workspace", filepath.Join(ws, "missing"), "--", "ls"},
+		{"confine", "--workspace", ws, "--writable", "/", "--", "ls"},
+		{"confine", "--mode", "read_only", "--workspace", ws, "--writable", ws, "--", "ls"},
+		{"confine", "--mode", "danger_full_access", "--network=false", "--", "ls"},
+	} {
+		require.Equal(t, exitUsage, run(context.Background(), args), "%q", args)
+	}
+}
+
+func TestConfineCommandDanger(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	err := runConfine(context.Background(), ConfineOptions{Mode: "danger_full_access", Network: true}, &GlobalOptions{}, []string{"sh", "-c", "echo 'x y'"}, &out)
+	require.NoError(t, err)
+	require.Equal(t, `sh -c 'echo '\''x y'\'''`+"\n", out.String())
+}
+
+func TestConfineCommandJSON(t *testing.T) {
+	requireBwrapCmd(t)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	var out bytes.Buffer
+	err = runConfine(context.Background(), ConfineOptions{Mode: "workspace_write", Workspace: ws, Network: false, Writable: []string{"/var/tmp"}}, &GlobalOptions{JSON: true}, []string{"make", "test"}, &out)
+	require.NoError(t, err)
+	var msg struct {
+		MessageType string   `json:"message_type"`
+		Argv        []string `json:"argv"`
+		Workspace   string   `json:"workspace"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &msg))
+	require.Equal(t, "confine", msg.MessageType)
+	require.Equal(t, ws, msg.Workspace)
+	joined := strings.Join(msg.Argv, " ")
+	require.True(t, filepath.IsAbs(msg.Argv[0]))
+	require.Contains(t, joined, "--unshare-net")
+	require.Contains(t, joined, "--bind "+ws+" "+ws+" --bind /var/tmp /var/tmp --chdir "+ws+" -- make test")
+}
+
+// requireBwrapCmd skips when bwrap is unusable, or fails under
+// PADDOCK_REQUIRE_BWRAP=1.
+func requireBwrapCmd(t *testing.T) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := runProbe(context.Background(), ProbeOptions{}, &GlobalOptions{}, &out); err != nil {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("bwrap is unusable and PADDOCK_REQUIRE_BWRAP=1:\n%s", out.String())
+		}
+		t.Skipf("bwrap is unusable (set PADDOCK_REQUIRE_BWRAP=1 to fail instead):\n%s", out.String())
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"paddock/sandbox"
+)
+
+// ProbeOptions are the flags of paddock probe (it has none of its own; the
+// global --json selects the output).
+type ProbeOptions struct{}
+
+func newProbeCommand(gopts *GlobalOptions) *cobra.Command {
+	var opts ProbeOptions
+	return &cobra.Command{
+		Use:   "probe",
+		Short: "Check bubblewrap on this host: grade, executable, version, network isolation",
+		Long: `probe runs real bubblewrap sandboxes to find what this host supports:
+the grade (full, partial or unusable), the absolute bwrap executable, its
+version, whether network isolation (--unshare-net) works and whether paddock
+runs as root. When bwrap is unusable it prints bwrap's own error line and a
+hint, and exits 1. With --json it prints one object with message_type "probe".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runProbe(cmd.Context(), opts, gopts, cmd.OutOrStdout())
+		},
+	}
+}
+
+// probeMessage is the --json output of paddock probe.
+type probeMessage struct {
+	MessageType string `json:"message_type"`
+	sandbox.ProbeReport
+}
+
+func runProbe(ctx context.Context, _ ProbeOptions, gopts *GlobalOptions, out io.Writer) error {
+	rep, err := sandbox.Probe(ctx)
+	if err != nil && !errors.Is(err, sandbox.ErrUnusable) {
+		return err
+	}
+	if gopts.JSON {
+		if werr := writeJSON(out, probeMessage{MessageType: "probe", ProbeReport: rep}); werr != nil {
+			return werr
+		}
+	} else {
+		printProbe(out, rep)
+	}
+	if err != nil {
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
+}
+
+func printProbe(w io.Writer, r sandbox.ProbeReport) {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	fmt.Fprintf(w, "grade:             %s\n", r.Grade)
+	fmt.Fprintf(w, "executable:        %s\n", orNone(r.Executable))
+	fmt.Fprintf(w, "version:           %s\n", orNone(r.Version))
+	fmt.Fprintf(w, "network isolation: %s\n", yes(r.NetworkIsolation))
+	fmt.Fprintf(w, "root:              %s\n", yes(r.Root))
+	fmt.Fprintf(w, "setuid bwrap:      %s\n", yes(r.Setuid))
+	if r.Error != "" {
+		fmt.Fprintf(w, "error:             %s\n", r.Error)
+	}
+	if r.BwrapLine != "" {
+		fmt.Fprintf(w, "bwrap said:        %s\n", r.BwrapLine)
+	}
+	if r.Hint != "" {
+		fmt.Fprintf(w, "hint:              %s\n", r.Hint)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note:              %s\n", strings.TrimSpace(n))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
