@@ -23,29 +23,29 @@
 //
 // Every job is in one [JobState]:
 //
-//	             JobEnqueue
-//	                 │
-//	                 ▼        JobCancel (never starts)
-//	   ┌─────────► queued ───────────────────────────────► canceled
-//	   │             │ │   dependency failed/denied/canceled
-//	   │             │ └─────────────────────────────────► failed
-//	   │   JobClaim  │
-//	   │  (lease)    ▼
-//	   │          running ── AttemptFinish(succeeded) ───► succeeded
-//	   │             │ │ │
-//	   │             │ │ └─ AttemptFinish(denied) ───────► denied
-//	   │             │ └─── AttemptFinish(canceled), or any
-//	   │             │      failure after JobCancel ─────► canceled
-//	   │             │
-//	   │             ├── failure, attempts spent ────────► failed
-//	   │             │   (failed, runner_failed, timeout,
-//	   │             │    or lease expired: interrupted)
-//	   └─────────────┘
-//	   failure with attempts left: queued again with NotBefore = now + Backoff
-//	   (an expired lease: queued again at once)
+//	          JobEnqueue
+//	              │
+//	              ▼        JobCancel (never starts)
+//	┌─────────► queued ───────────────────────────────► canceled
+//	│             │ │   dependency failed/denied/canceled
+//	│             │ └─────────────────────────────────► failed
+//	│   JobClaim  │
+//	│  (lease)    ▼
+//	│          running ── AttemptFinish(succeeded) ───► succeeded
+//	│             │ │ │
+//	│             │ │ └─ AttemptFinish(denied) ───────► denied
+//	│             │ └─── AttemptFinish(canceled), or any
+//	│             │      failure after JobCancel ─────► canceled
+//	│             │
+//	│             ├── failure, attempts spent ────────► failed
+//	│             │   (failed, runner_failed, timeout,
+//	│             │    or lease expired: interrupted)
+//	└─────────────┘
+//	failure with attempts left: queued again with NotBefore = now + Backoff
+//	(an expired lease: queued again at once)
 //
-//	   failed, denied, canceled ── JobRetry ──► queued (a fresh Retries+1 budget)
-//	   succeeded, failed, denied, canceled ── JobPrune (after the retention) ──► deleted
+//	failed, denied, canceled ── JobRetry ──► queued (a fresh Retries+1 budget)
+//	succeeded, failed, denied, canceled ── JobPrune (after the retention) ──► deleted
 //
 // A job that ends failed, denied or canceled fails every queued job that
 // waits on it (Spec.After), transitively, with a Reason naming it, so that

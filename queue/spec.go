@@ -363,7 +363,6 @@ func batchCycles(specs []Spec, report func(i int, cycle []string)) {
 	}
 }
 
-
 // field bits record which keys a table set.
 type field uint32
 
