@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// GlobalOptions are the flags every command shares. They are filled by cobra
+// before any command's run function is called.
+type GlobalOptions struct {
+	// StateDir holds the queue database, logs, the inbox and the hook
+	// compilation cache. Defaults to $PADDOCK_STATE_DIR, else
+	// $XDG_STATE_HOME/paddock, else ~/.local/state/paddock.
+	StateDir string
+	// ConfigPath is the config file. Defaults to
+	// $XDG_CONFIG_HOME/paddock/config.toml, else ~/.config/paddock/config.toml.
+	// A missing file at the default path is not an error.
+	ConfigPath string
+	// JSON makes reporting commands print JSON objects, each with a
+	// message_type, instead of text.
+	JSON bool
+}
+
+// AddFlags registers the global flags on cmd's persistent flag set.
+func (o *GlobalOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.StateDir, "state-dir", defaultStateDir(), "state directory: queue, logs, inbox, hook cache (default: $PADDOCK_STATE_DIR, else $XDG_STATE_HOME/paddock)")
+	f.StringVar(&o.ConfigPath, "config", defaultConfigPath(), "config file (default: $XDG_CONFIG_HOME/paddock/config.toml)")
+	f.BoolVar(&o.JSON, "json", false, "print JSON objects (each with a message_type) instead of text")
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("PADDOCK_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "paddock")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "paddock")
+	}
+	return filepath.Join(os.TempDir(), "paddock-state")
+}
+
+func defaultConfigPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "paddock", "config.toml")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".config", "paddock", "config.toml")
+	}
+	return ""
+}
+
+// writeJSON writes v as one line of JSON to w.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newRootCommand(gopts *GlobalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "paddock",
+		Short:         "Run TOML-defined jobs from a durable queue, vetted by WebAssembly hooks, inside a bubblewrap write fence",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	gopts.AddFlags(root)
+	root.AddCommand(
+		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
+		newHookCommand(gopts),
+		newProbeCommand(gopts),
+		newConfineCommand(gopts),
+	)
+	return root
+}
