@@ -128,6 +128,14 @@
 //     the workspace to a file elsewhere, made before the job starts, lets the
 //     job write that file. Symlinks inside the sandbox resolve inside it and
 //     are fenced normally.
+//   - It does not judge which directories a job may write: only "/", the
+//     top-level system directories (/usr, /etc, /var, …) and anything under
+//     /proc, /sys or /dev are refused as workspace or writable root;
+//     /etc/ssh or $HOME are accepted. Deciding that is the hooks' job.
+//   - Paths are canonicalised when the policy is built; bwrap resolves them
+//     again when it starts. A path component replaced by a symlink in
+//     between (by a concurrent job writing a shared parent) changes what is
+//     bound. Keep workspaces out of directories other jobs can write.
 //   - A setuid bwrap builds the sandbox with real root privileges; it cannot
 //     apply --disable-userns, so nested user namespaces stay possible (they
 //     still cannot unlock the read-only mounts). On this project's test host
