@@ -244,7 +244,11 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 		jobs, err = in.store.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: filepath.Join(in.accepted, final)})
 		if err == nil {
 			res.Jobs = jobs
-		} else if !errors.Is(err, ErrInvalid) {
+		} else if verr := (*ValidationError)(nil); errors.As(err, &verr) {
+			for i := range verr.Errors {
+				verr.Errors[i].File = name // as dropped, not where it would have gone
+			}
+		} else {
 			// The store failed: leave the file for the next scan.
 			if rerr := os.Rename(proc, filepath.Join(in.dir, name)); rerr != nil {
 				err = errors.Join(err, rerr)

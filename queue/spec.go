@@ -103,7 +103,8 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // ParseFile reads and parses a job file. Relative paths resolve against the
 // file's directory. It returns the specs and the file's bytes (to pass as
-// JobEnqueueParams.Source), or a *ValidationError and no specs.
+// JobEnqueueParams.Source); on failure, no specs and either the read error
+// (wrapped) or a *ValidationError.
 func ParseFile(path string) ([]Spec, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -116,12 +117,16 @@ CREATE TABLE IF NOT EXISTS attempts (
 ) WITHOUT ROWID;
 `
 
-// OpenSQLite opens (creating when missing) the store in the file at path.
-// Several processes may open the same file at once. The caller must Close
-// the store.
+// OpenSQLite opens (creating when missing) the store in the file at path,
+// a plain file path (not a URI). Several processes may open the same file at
+// once. The caller must Close the store. It fails when the file's schema is
+// newer than SchemaVersion.
+//
+// Memory: the writer connection keeps up to 16 MiB of page cache, each of
+// up to 4 reader connections SQLite's default 2 MiB.
 func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore, error) {
-	if path == "" || strings.ContainsAny(path, "?\x00") {
-		return nil, fmt.Errorf("queue: invalid database path %q", path)
+	if path == "" || strings.ContainsAny(path, "?\x00") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("queue: invalid database path %q: expected a file path without '?', NUL or a file: prefix", path)
 	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = BusyTimeoutDefault
@@ -133,7 +138,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
-	base := "file:" + path + "?_pragma=busy_timeout(" + strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10) + ")" +
+	base := path + "?_pragma=busy_timeout(" + strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10) + ")" +
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 	var err error
 	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate&_pragma=cache_size(-16384)"); err != nil {
@@ -438,7 +443,9 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 		for i, sp := range p.Specs {
 			for _, ref := range sp.After {
 				if j, ok := batchIdx[ref]; ok {
-					inDeps[i] = append(inDeps[i], j)
+					if !slices.Contains(inDeps[i], j) { // one edge per dependency, however named
+						inDeps[i] = append(inDeps[i], j)
+					}
 					continue
 				}
 				e, ok := extCache[ref]
@@ -457,7 +464,9 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 					fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
 					continue
 				}
-				extDeps[i] = append(extDeps[i], *e)
+				if !slices.ContainsFunc(extDeps[i], func(x ext) bool { return x.rid == e.rid }) {
+					extDeps[i] = append(extDeps[i], *e)
+				}
 			}
 		}
 		if len(errs) > 0 {
