@@ -28,8 +28,8 @@ type GlobalOptions struct {
 // AddFlags registers the global flags on cmd's persistent flag set.
 func (o *GlobalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.StateDir, "state-dir", defaultStateDir(), "state directory: queue, logs, inbox, hook cache (default: $PADDOCK_STATE_DIR, else $XDG_STATE_HOME/paddock)")
-	f.StringVar(&o.ConfigPath, "config", defaultConfigPath(), "config file (default: $XDG_CONFIG_HOME/paddock/config.toml)")
+	f.StringVar(&o.StateDir, "state-dir", defaultStateDir(), "state directory: queue, logs, inbox, hook cache; from $PADDOCK_STATE_DIR, else the config's state_dir, else $XDG_STATE_HOME/paddock")
+	f.StringVar(&o.ConfigPath, "config", defaultConfigPath(), "config file, from $XDG_CONFIG_HOME/paddock/config.toml when not given; a missing file at that default is fine")
 	f.BoolVar(&o.JSON, "json", false, "print JSON objects (each with a message_type) instead of text")
 }
 
@@ -73,9 +73,19 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 	gopts.AddFlags(root)
 	root.AddCommand(
 		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
-		newHookCommand(gopts),
+		newSubmitCommand(gopts),
+		// newRunCommand(gopts), -- pending JobClaimParams.JobIDs
+		newWorkerCommand(gopts),
+		newLsCommand(gopts),
+		newShowCommand(gopts),
+		newLogsCommand(gopts),
+		newWaitCommand(gopts),
+		newCancelCommand(gopts),
+		newRetryCommand(gopts),
+		newCheckCommand(gopts),
 		newProbeCommand(gopts),
 		newConfineCommand(gopts),
+		newHookCommand(gopts),
 	)
 	return root
 }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"paddock/hooks"
+	"paddock/queue"
+	"paddock/runner"
+)
+
+// DatabaseFile is the queue's SQLite file inside the state directory.
+const DatabaseFile = "paddock.db"
+
+// app is what most commands need: the loaded config, the state directory
+// and an open store. Close releases the store.
+type app struct {
+	cfg      runner.Config
+	stateDir string
+	store    queue.Store
+}
+
+// loadConfig reads --config (a missing file at the default path is fine)
+// and settles the state directory: --state-dir or $PADDOCK_STATE_DIR when
+// given, else the config's state_dir, else the default.
+func loadConfig(cmd *cobra.Command, gopts *GlobalOptions) (runner.Config, string, error) {
+	explicit := cmd.Flags().Changed("config")
+	cfg, err := runner.LoadConfig(gopts.ConfigPath, !explicit)
+	if err != nil {
+		return cfg, "", &usageError{err}
+	}
+	stateDir := gopts.StateDir
+	if !cmd.Flags().Changed("state-dir") && os.Getenv("PADDOCK_STATE_DIR") == "" && cfg.StateDir != "" {
+		stateDir = cfg.StateDir
+	}
+	if stateDir == "" {
+		return cfg, "", usagef("no state directory: set --state-dir or $PADDOCK_STATE_DIR")
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return cfg, "", usagef("--state-dir %q: %v", stateDir, err)
+	}
+	return cfg, abs, nil
+}
+
+// openApp loads the config and opens the store, creating the state
+// directory (0700) when it is missing.
+func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
+	cfg, stateDir, err := loadConfig(cmd, gopts)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	st, err := queue.OpenSQLite(ctx, filepath.Join(stateDir, DatabaseFile), queue.SQLiteOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("open queue: %w", err)
+	}
+	return &app{cfg: cfg, stateDir: stateDir, store: st}, nil
+}
+
+func (a *app) Close() error { return a.store.Close() }
+
+// newChain loads and compiles the config's hook chain, with the
+// compilation cache under the state directory.
+func (a *app) newChain(ctx context.Context) (*hooks.Chain, error) {
+	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
+		Hooks:    a.cfg.HookConfigs(),
+		CacheDir: filepath.Join(a.stateDir, "cache", "wazero"),
+		Sandbox:  runner.SandboxInfo,
+	})
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}
+	}
+	return ch, nil
+}
+
+// getJob resolves an id or name, turning not-found into a usage error.
+func (a *app) getJob(ctx context.Context, ref string) (queue.Job, error) {
+	j, err := a.store.JobGet(ctx, ref)
+	if errors.Is(err, queue.ErrNotFound) {
+		return j, usagef("no job %q (not an id nor a name)", ref)
+	}
+	return j, err
+}

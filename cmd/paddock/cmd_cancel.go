@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"paddock/runner"
+)
+
+func newCancelCommand(gopts *GlobalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID|NAME...",
+		Short: "Cancel jobs: a queued job never starts; a running one is stopped by its worker",
+		Long: `Cancel jobs. A queued job becomes canceled and never starts. A running
+job is flagged; its worker sees the flag at its next heartbeat (lease/3,
+10 s by default) and stops the job's whole process tree (SIGTERM, then
+SIGKILL after kill_grace). Canceling a final job is an error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCancel(cmd.Context(), cmd, gopts, args)
+		},
+	}
+}
+
+func runCancel(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs []string) error {
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var failed int
+	for _, r := range refs {
+		j, err := a.store.JobCancel(ctx, r)
+		if err != nil {
+			failed++
+			printError(gopts, fmt.Errorf("cancel %s: %w", r, err))
+			continue
+		}
+		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, "canceled")
+	}
+	_ = runner.Wake(a.stateDir)
+	if failed > 0 {
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
+}

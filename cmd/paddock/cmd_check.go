@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"paddock/hooks"
+	"paddock/queue"
+	"paddock/runner"
+	"paddock/sandbox"
+)
+
+func newCheckCommand(gopts *GlobalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check JOB.toml|-",
+		Short: "Validate a job file and run the configured hook chain on it without running anything",
+		Long: `Validate a job file and run the configured hook chain on each job in it,
+without enqueueing or running anything. For each job it prints the decision
+trail, the final argv and the confined argv that would run.
+
+Exit status: 0 when every job would be allowed, 1 when any would be denied,
+2 for a file or config that does not load.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCheck(cmd.Context(), cmd, gopts, args[0])
+		},
+	}
+}
+
+// checkResult is one job's line of `paddock check --json`.
+type checkResult struct {
+	MessageType  string             `json:"message_type"`
+	Name         string             `json:"name"`
+	Verdict      string             `json:"verdict"`
+	Reason       string             `json:"reason,omitempty"`
+	Argv         []string           `json:"argv"`
+	Mode         string             `json:"mode"`
+	ConfinedArgv []string           `json:"confined_argv,omitempty"`
+	Error        string             `json:"error,omitempty"`
+	Trail        []hooks.TrailEntry `json:"trail"`
+}
+
+func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file string) error {
+	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	cfg, stateDir, err := loadConfig(cmd, gopts)
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, stateDir: stateDir}
+	if _, err := sandbox.Probe(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "paddock: warning: %v (confined argv shown for the default bwrap)\n", err)
+	}
+	chain, err := a.newChain(ctx)
+	if err != nil {
+		return err
+	}
+	defer chain.Close(context.Background())
+	// A job without a workspace gets a fresh one when it runs; check shows
+	// it with a placeholder directory.
+	placeholder, err := os.MkdirTemp("", "paddock-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(placeholder)
+	ex := &runner.Executor{Config: cfg, StateDir: stateDir}
+	out := cmd.OutOrStdout()
+	denied := 0
+	for i, spec := range files[0].specs {
+		job := queue.Job{ID: fmt.Sprintf("check-%d", i+1), Name: spec.Name, Spec: spec}
+		ws := spec.Workspace
+		if ws == "" {
+			ws = filepath.Join(placeholder, job.ID)
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				return err
+			}
+		}
+		res, err := chain.Decide(ctx, hooks.DecideParams{Job: ex.HookJob(job, ws, 1), Extra: spec.Hooks})
+		if err != nil {
+			return err
+		}
+		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
+			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
+		if res.Verdict == hooks.VerdictAllow {
+			info, err := runner.SandboxInfo(res.Job)
+			if err != nil {
+				r.Error = err.Error()
+			}
+			r.ConfinedArgv = info.Argv
+		} else {
+			denied++
+		}
+		if gopts.JSON {
+			writeJSON(out, r)
+			continue
+		}
+		printCheck(out, r)
+	}
+	if denied > 0 {
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) would be denied", denied, len(files[0].specs))}
+	}
+	return nil
+}
+
+func printCheck(w io.Writer, r checkResult) {
+	fmt.Fprintf(w, "job %s: %s", r.Name, r.Verdict)
+	if r.Reason != "" {
+		fmt.Fprintf(w, " (%s)", r.Reason)
+	}
+	fmt.Fprintln(w)
+	for _, t := range r.Trail {
+		b, _ := json.Marshal(t)
+		fmt.Fprintf(w, "  hook  %s\n", b)
+	}
+	fmt.Fprintf(w, "  mode      %s\n  argv      %s\n", r.Mode, shellJoin(r.Argv))
+	if r.ConfinedArgv != nil {
+		fmt.Fprintf(w, "  confined  %s\n", shellJoin(r.ConfinedArgv))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "  error     %s\n", r.Error)
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"paddock/queue"
+)
+
+// LogsOptions are the flags of `paddock logs`.
+type LogsOptions struct {
+	Follow  bool
+	Stderr  bool
+	Attempt int
+}
+
+// AddFlags registers the logs flags.
+func (o *LogsOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVarP(&o.Follow, "follow", "f", false, "keep printing while the job runs; return when it is final")
+	f.BoolVar(&o.Stderr, "stderr", false, "print standard error instead of standard output")
+	f.IntVar(&o.Attempt, "attempt", 0, "attempt number (default: the latest)")
+}
+
+func newLogsCommand(gopts *GlobalOptions) *cobra.Command {
+	var opts LogsOptions
+	cmd := &cobra.Command{
+		Use:   "logs ID|NAME",
+		Short: "Print a job's output (the latest attempt's stdout, or --stderr)",
+		Long: `Print a job's output: the latest attempt's stdout, or stderr with --stderr.
+
+Logs are capped (log_max_bytes, 16 MiB by default): past the cap the
+first and the last halves are kept with a marker line between them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLogs(cmd.Context(), cmd, opts, gopts, args[0])
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+func pickAttempt(j queue.Job, n int) (queue.Attempt, bool) {
+	if len(j.Attempts) == 0 {
+		return queue.Attempt{}, false
+	}
+	if n == 0 {
+		return j.Attempts[len(j.Attempts)-1], true
+	}
+	for _, a := range j.Attempts {
+		if a.Number == n {
+			return a, true
+		}
+	}
+	return queue.Attempt{}, false
+}
+
+func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *GlobalOptions, ref string) error {
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	out := cmd.OutOrStdout()
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		j, err := a.getJob(ctx, ref)
+		if err != nil {
+			return err
+		}
+		at, ok := pickAttempt(j, opts.Attempt)
+		final := isFinal(j.State) || (opts.Attempt != 0 && ok && !at.EndedAt.IsZero())
+		path := at.StdoutPath
+		if opts.Stderr {
+			path = at.StderrPath
+		}
+		if f == nil && ok && path != "" {
+			f, err = os.Open(path)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if err != nil {
+				f = nil
+			}
+		}
+		if f != nil {
+			if _, err := io.Copy(out, f); err != nil {
+				return err
+			}
+		}
+		if !opts.Follow || final {
+			if !ok {
+				if opts.Attempt != 0 {
+					return usagef("job %s has no attempt %d", j.ID, opts.Attempt)
+				}
+				if !opts.Follow {
+					return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s has not run yet (state %s)", j.ID, j.State)}
+				}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

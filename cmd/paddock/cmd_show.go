@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"paddock/queue"
+)
+
+func newShowCommand(gopts *GlobalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID|NAME",
+		Short: "Show a job: spec, state, every attempt with its confined argv, hook decision trail and log paths",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runShow(cmd.Context(), cmd, gopts, args[0])
+		},
+	}
+}
+
+// attemptView is an attempt as `paddock show --json` prints it.
+type attemptView struct {
+	Number          int             `json:"number"`
+	WorkerID        string          `json:"worker_id,omitempty"`
+	StartedAt       time.Time       `json:"started_at"`
+	EndedAt         *time.Time      `json:"ended_at,omitempty"`
+	DurationSeconds float64         `json:"duration_seconds"`
+	Outcome         string          `json:"outcome,omitempty"`
+	ExitCode        *int            `json:"exit_code,omitempty"`
+	Signal          string          `json:"signal,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
+	ConfinedArgv    []string        `json:"confined_argv,omitempty"`
+	Trail           json.RawMessage `json:"hook_trail,omitempty"`
+	StdoutPath      string          `json:"stdout_path,omitempty"`
+	StderrPath      string          `json:"stderr_path,omitempty"`
+}
+
+// jobView is a job as `paddock show --json` prints it.
+type jobView struct {
+	MessageType     string        `json:"message_type"`
+	ID              string        `json:"id"`
+	Name            string        `json:"name"`
+	State           string        `json:"state"`
+	Reason          string        `json:"reason,omitempty"`
+	CreatedAt       time.Time     `json:"created_at"`
+	UpdatedAt       time.Time     `json:"updated_at"`
+	NotBefore       *time.Time    `json:"not_before,omitempty"`
+	CancelRequested bool          `json:"cancel_requested,omitempty"`
+	SourcePath      string        `json:"source_path,omitempty"`
+	Spec            queue.Spec    `json:"spec"`
+	Attempts        []attemptView `json:"attempts"`
+}
+
+func viewOf(j queue.Job) jobView {
+	v := jobView{MessageType: "job", ID: j.ID, Name: j.Name, State: string(j.State), Reason: j.Reason,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, CancelRequested: j.CancelRequested,
+		SourcePath: j.SourcePath, Spec: j.Spec, Attempts: []attemptView{}}
+	if !j.NotBefore.IsZero() && j.State == queue.StateQueued {
+		nb := j.NotBefore
+		v.NotBefore = &nb
+	}
+	for _, a := range j.Attempts {
+		av := attemptView{Number: a.Number, WorkerID: a.WorkerID, StartedAt: a.StartedAt, Outcome: a.Outcome,
+			ExitCode: a.ExitCode, Signal: a.Signal, Reason: a.Reason, ConfinedArgv: a.ConfinedArgv,
+			Trail: a.Trail, StdoutPath: a.StdoutPath, StderrPath: a.StderrPath}
+		if len(av.Trail) == 0 || string(av.Trail) == "null" {
+			av.Trail = nil
+		}
+		if !a.EndedAt.IsZero() {
+			e := a.EndedAt
+			av.EndedAt = &e
+			av.DurationSeconds = e.Sub(a.StartedAt).Seconds()
+		}
+		v.Attempts = append(v.Attempts, av)
+	}
+	return v
+}
+
+func runShow(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, ref string) error {
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	j, err := a.getJob(ctx, ref)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	v := viewOf(j)
+	if gopts.JSON {
+		return writeJSON(out, v)
+	}
+	printShow(out, v)
+	return nil
+}
+
+// trailEntry mirrors the fields of a hook trail entry that show prints.
+type trailEntry struct {
+	Hook     string   `json:"hook"`
+	Mode     string   `json:"mode"`
+	Decision string   `json:"decision"`
+	Reason   string   `json:"reason"`
+	Error    string   `json:"error"`
+	Enforced bool     `json:"enforced"`
+	Duration int64    `json:"duration_us"`
+	Changed  []string `json:"changed"`
+	SHA256   string   `json:"sha256"`
+}
+
+func printShow(w io.Writer, v jobView) {
+	fmt.Fprintf(w, "job       %s  %s\n", v.ID, v.Name)
+	fmt.Fprintf(w, "state     %s\n", v.State)
+	if v.Reason != "" {
+		fmt.Fprintf(w, "reason    %s\n", v.Reason)
+	}
+	if v.CancelRequested {
+		fmt.Fprintf(w, "cancel    requested\n")
+	}
+	fmt.Fprintf(w, "created   %s\n", v.CreatedAt.Format(time.RFC3339))
+	if v.NotBefore != nil {
+		fmt.Fprintf(w, "not before %s\n", v.NotBefore.Format(time.RFC3339))
+	}
+	if v.SourcePath != "" {
+		fmt.Fprintf(w, "file      %s\n", v.SourcePath)
+	}
+	fmt.Fprintf(w, "command   %s\n", shellJoin(v.Spec.Command))
+	mode := v.Spec.Mode
+	if mode == "" {
+		mode = "(config default)"
+	}
+	fmt.Fprintf(w, "mode      %s\n", mode)
+	for _, at := range v.Attempts {
+		fmt.Fprintf(w, "\nattempt %d  %s", at.Number, at.Outcome)
+		if at.ExitCode != nil {
+			fmt.Fprintf(w, "  exit=%d", *at.ExitCode)
+		}
+		if at.Signal != "" {
+			fmt.Fprintf(w, "  signal=%s", at.Signal)
+		}
+		fmt.Fprintf(w, "  %.3fs  started %s", at.DurationSeconds, at.StartedAt.Format(time.RFC3339))
+		if at.WorkerID != "" {
+			fmt.Fprintf(w, "  by %s", at.WorkerID)
+		}
+		fmt.Fprintln(w)
+		if at.Reason != "" {
+			fmt.Fprintf(w, "  reason   %s\n", at.Reason)
+		}
+		var trail []trailEntry
+		if len(at.Trail) > 0 && json.Unmarshal(at.Trail, &trail) == nil {
+			for _, t := range trail {
+				enf := ""
+				if !t.Enforced {
+					enf = " (not enforced)"
+				}
+				fmt.Fprintf(w, "  hook     %s [%s] %s%s  %dµs", t.Hook, t.Mode, t.Decision, enf, t.Duration)
+				if t.Reason != "" {
+					fmt.Fprintf(w, "  %q", t.Reason)
+				}
+				if t.Error != "" {
+					fmt.Fprintf(w, "  error: %s", t.Error)
+				}
+				if len(t.Changed) > 0 {
+					fmt.Fprintf(w, "  changed: %s", strings.Join(t.Changed, ","))
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		if len(at.ConfinedArgv) > 0 {
+			fmt.Fprintf(w, "  argv     %s\n", shellJoin(at.ConfinedArgv))
+		}
+		if at.StdoutPath != "" {
+			fmt.Fprintf(w, "  stdout   %s\n  stderr   %s\n", at.StdoutPath, at.StderrPath)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"paddock/queue"
+	"paddock/runner"
+)
+
+// SubmitOptions are the flags of `paddock submit`.
+type SubmitOptions struct {
+	// Wait blocks until every submitted job is final; the exit status is 1
+	// if any did not succeed.
+	Wait bool
+	// Timeout bounds --wait; 0 waits forever.
+	Timeout time.Duration
+}
+
+// AddFlags registers the submit flags.
+func (o *SubmitOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&o.Wait, "wait", "w", false, "wait until every submitted job is final (progress bar on a terminal); exit 1 if any did not succeed")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "with --wait, give up after this long (exit 1); 0 waits forever")
+}
+
+func newSubmitCommand(gopts *GlobalOptions) *cobra.Command {
+	var opts SubmitOptions
+	cmd := &cobra.Command{
+		Use:   "submit FILE...|-",
+		Short: "Validate job files and enqueue them; print the job ids",
+		Long: `Validate job files and enqueue them, one transaction per file; print the ids.
+
+Every file is validated before anything is enqueued: one bad job anywhere
+refuses the whole submission, and every problem is listed with its file,
+line and key. "-" reads one job file from standard input (relative paths
+resolve against the current directory).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubmit(cmd.Context(), cmd, opts, gopts, args)
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+// parsedFile is one validated job file, ready to enqueue.
+type parsedFile struct {
+	path  string
+	specs []queue.Spec
+	data  []byte
+}
+
+// parseJobFiles validates every file (or "-" for stdin) and returns them,
+// or one usage error listing every problem of every file.
+func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
+	var out []parsedFile
+	var errs []string
+	for _, arg := range args {
+		if arg == "-" {
+			data, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("read standard input: %w", err)
+			}
+			wd, _ := os.Getwd()
+			specs, err := queue.Parse("<stdin>", data, wd)
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			out = append(out, parsedFile{path: "-", specs: specs, data: data})
+			continue
+		}
+		specs, data, err := queue.ParseFile(arg)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		abs, _ := filepath.Abs(arg)
+		out = append(out, parsedFile{path: abs, specs: specs, data: data})
+	}
+	if len(errs) > 0 {
+		msg := errs[0]
+		for _, e := range errs[1:] {
+			msg += "\n" + e
+		}
+		return nil, usagef("nothing was enqueued:\n%s", msg)
+	}
+	return out, nil
+}
+
+func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopts *GlobalOptions, args []string) error {
+	files, err := parseJobFiles(args, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var ids []string
+	out := cmd.OutOrStdout()
+	for _, f := range files {
+		jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path})
+		if err != nil {
+			if len(ids) > 0 {
+				return fmt.Errorf("%s: %w (jobs of earlier files were enqueued: %v)", f.path, err, ids)
+			}
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+			if gopts.JSON {
+				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": f.path})
+			} else {
+				fmt.Fprintf(out, "%s\t%s\n", j.ID, j.Name)
+			}
+		}
+	}
+	_ = runner.Wake(a.stateDir)
+	if !opts.Wait {
+		return nil
+	}
+	return waitJobs(ctx, a, ids, opts.Timeout, out, gopts.JSON)
+}
+
+// isFinal reports whether s is a terminal state.
+func isFinal(s queue.JobState) bool {
+	switch s {
+	case queue.StateSucceeded, queue.StateFailed, queue.StateDenied, queue.StateCanceled:
+		return true
+	}
+	return false
+}
+
+// waitJobs polls until every job is final, showing a progress bar when
+// stderr is a terminal, then prints each job's final line. It returns an
+// exit-1 error if any job did not succeed or the timeout passed.
+func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, out io.Writer, asJSON bool) error {
+	var bar *progressbar.ProgressBar
+	if !asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
+		bar = progressbar.NewOptions(len(ids), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription("waiting"), progressbar.OptionShowCount(),
+			progressbar.OptionClearOnFinish())
+	}
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		deadline = time.After(timeout)
+	}
+	final := map[string]queue.Job{}
+	for {
+		for _, id := range ids {
+			if _, ok := final[id]; ok {
+				continue
+			}
+			j, err := a.store.JobGet(ctx, id)
+			if err != nil {
+				return err
+			}
+			if isFinal(j.State) {
+				final[id] = j
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}
+		if len(final) == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &exitCodeError{code: exitFailure, err: fmt.Errorf("interrupted while waiting; %d of %d jobs final", len(final), len(ids))}
+		case <-deadline:
+			return &exitCodeError{code: exitFailure, err: fmt.Errorf("timed out waiting; %d of %d jobs final", len(final), len(ids))}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	bad := 0
+	for _, id := range ids {
+		j := final[id]
+		if j.State != queue.StateSucceeded {
+			bad++
+		}
+		printJobLine(out, j, asJSON, "waited")
+	}
+	if bad > 0 {
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) did not succeed", bad, len(ids))}
+	}
+	return nil
+}

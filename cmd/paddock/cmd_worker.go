@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"paddock/queue"
+	"paddock/runner"
+	"paddock/sandbox"
+)
+
+// WorkerOptions are the flags of `paddock worker`.
+type WorkerOptions struct {
+	// Concurrency overrides the config's concurrency when > 0.
+	Concurrency int
+	// Drain exits once nothing is queued or running.
+	Drain bool
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// AddFlags registers the worker flags.
+func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVarP(&o.Concurrency, "concurrency", "c", 0, fmt.Sprintf("jobs run at once (default: the config's concurrency, else the number of CPUs, %d)", runtime.NumCPU()))
+	f.BoolVar(&o.Drain, "drain", false, "exit once nothing is queued or running: 0 if every job this worker finished succeeded, 1 otherwise")
+	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr; JSON with --json)")
+}
+
+func newWorkerCommand(gopts *GlobalOptions) *cobra.Command {
+	var opts WorkerOptions
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Claim queued jobs and run them through the hooks and the sandbox",
+		Long: `Claim queued jobs and run them: hook chain, sandbox, logs, retries.
+
+At start-up the worker loads the config, probes the sandbox once, compiles
+the hook chain (cached under the state directory), recovers expired leases,
+then claims. On a host where bwrap is unusable it still runs
+danger_full_access jobs; every confined job fails closed with the probe's
+explanation and never runs unconfined.
+
+SIGTERM or SIGINT: stop claiming, let running jobs finish within
+shutdown_grace, then stop them and leave them for lease recovery. A second
+signal stops at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorker(cmd.Context(), cmd, opts, gopts)
+		},
+	}
+	opts.AddFlags(cmd)
+	return cmd
+}
+
+func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopts *GlobalOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(opts.LogLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", opts.LogLevel)
+	}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	if gopts.JSON {
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(handler)
+
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if opts.Concurrency < 0 {
+		return usagef("--concurrency %d: must be at least 1", opts.Concurrency)
+	}
+
+	probe, probeErr := sandbox.Probe(ctx)
+	if probeErr != nil {
+		log.Warn("sandbox unusable: confined jobs will fail closed; danger_full_access jobs still run", "err", probeErr, "hint", probe.Hint)
+	} else {
+		log.Info("sandbox", "grade", probe.Grade, "executable", probe.Executable, "version", probe.Version, "network_isolation", probe.NetworkIsolation)
+	}
+	chain, err := a.newChain(ctx)
+	if err != nil {
+		return err
+	}
+	defer chain.Close(context.Background())
+
+	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, "events.jsonl"))
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	defer events.Close()
+	inbox, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store})
+	if err != nil {
+		return fmt.Errorf("inbox: %w", err)
+	}
+
+	w := runner.NewWorker(runner.WorkerOptions{
+		Store: a.store,
+		Executor: &runner.Executor{
+			Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
+		},
+		Inbox:       inbox,
+		Concurrency: opts.Concurrency,
+		Drain:       opts.Drain,
+		Logger:      log,
+		Events:      events,
+	})
+
+	// The first signal cancels ctx (main's NotifyContext): a graceful stop.
+	// A second one stops at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-ctx.Done()
+		select {
+		case <-sigs: // the first signal, also seen by main
+		default:
+		}
+		if _, ok := <-sigs; ok {
+			log.Warn("second signal: stopping running jobs now")
+			w.Abort()
+		}
+	}()
+
+	sum, err := w.Run(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("worker stopped", "finished", sum.Finished, "not_succeeded", len(sum.Failed))
+	if opts.Drain && len(sum.Failed) > 0 {
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %v", len(sum.Failed), sum.Failed)}
+	}
+	return nil
+}

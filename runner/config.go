@@ -1,0 +1,356 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"paddock/hooks"
+	"paddock/sandbox"
+)
+
+// Defaults for [Config]; each is what an unset key means.
+const (
+	// DefaultMode is the sandbox mode of a job whose file names none.
+	DefaultMode = sandbox.ModeWorkspaceWrite
+	// DefaultLogMaxBytes caps each of an attempt's stdout and stderr logs (16 MiB).
+	DefaultLogMaxBytes int64 = 16 << 20
+	// DefaultRetention is how long finished jobs are kept before pruning (7 days).
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultLease is how long a claim stays valid without a heartbeat.
+	DefaultLease = 30 * time.Second
+	// DefaultKillGrace is the time between SIGTERM and SIGKILL when a job
+	// times out or is canceled.
+	DefaultKillGrace = 5 * time.Second
+	// DefaultShutdownGrace is how long a stopping worker lets running jobs
+	// finish before it stops them and leaves them for recovery.
+	DefaultShutdownGrace = 30 * time.Second
+	// DefaultHookTimeout and DefaultHookMemoryBytes apply to a [[hook]]
+	// without timeout or memory (1 s, 64 MiB).
+	DefaultHookTimeout           = time.Second
+	DefaultHookMemoryBytes int64 = 64 << 20
+)
+
+// DefaultEnvPassthrough lists the worker's environment variables a job
+// inherits when they are set; everything else comes from the job's env table.
+var DefaultEnvPassthrough = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"}
+
+// Config is the paddock config file (TOML, snake_case keys). The zero value
+// plus [Config.WithDefaults] is a working configuration.
+type Config struct {
+	// StateDir overrides the state directory when neither --state-dir nor
+	// $PADDOCK_STATE_DIR is given. Relative paths resolve against the
+	// config file's directory. Defaults to "" (the CLI default).
+	StateDir string `toml:"state_dir"`
+	// Concurrency is how many jobs a worker runs at once. Defaults to the
+	// number of CPUs.
+	Concurrency int `toml:"concurrency"`
+	// DefaultMode is the mode of jobs that name none. Defaults to
+	// "workspace_write".
+	DefaultMode string `toml:"default_mode"`
+	// DefaultTimeout bounds jobs that set no timeout (Go duration). Defaults
+	// to "0s": no limit.
+	DefaultTimeout Duration `toml:"default_timeout"`
+	// LogMaxBytes caps each attempt's stdout and stderr log in bytes; past
+	// it the head and the tail are kept with a marker between. Defaults to
+	// 16 MiB.
+	LogMaxBytes int64 `toml:"log_max_bytes"`
+	// Retention is how long finished jobs (and their logs and workspaces)
+	// are kept; the worker prunes older ones hourly. Defaults to 168h; "0s"
+	// keeps everything.
+	Retention *Duration `toml:"retention"`
+	// Lease is how long a claim lives without a heartbeat; heartbeats go
+	// out every Lease/3. Defaults to 30s.
+	Lease Duration `toml:"lease"`
+	// KillGrace is the pause between SIGTERM and SIGKILL. Defaults to 5s.
+	KillGrace Duration `toml:"kill_grace"`
+	// ShutdownGrace is how long running jobs may finish after the worker
+	// is asked to stop. Defaults to 30s.
+	ShutdownGrace Duration `toml:"shutdown_grace"`
+	// EnvPassthrough names the worker environment variables jobs inherit.
+	// Defaults to [DefaultEnvPassthrough].
+	EnvPassthrough []string `toml:"env_passthrough"`
+	// Hooks is the hook chain, in order ([[hook]] tables).
+	Hooks []HookConfig `toml:"hook"`
+
+	// Path is the file the config was read from ("" when none). Not a key.
+	Path string `toml:"-"`
+}
+
+// HookConfig is one [[hook]] table. Relative paths resolve against the
+// config file's directory.
+type HookConfig struct {
+	Name     string         `toml:"name"`
+	Path     string         `toml:"path"`
+	SHA256   string         `toml:"sha256"`
+	Settings map[string]any `toml:"settings"`
+	// Timeout per decision. Defaults to 1s.
+	Timeout Duration `toml:"timeout"`
+	// Memory limit: bytes as an integer or a string with a unit ("64MiB").
+	// Defaults to 64 MiB.
+	Memory ByteSize `toml:"memory"`
+	// Mode is "enforce" (default) or "monitor".
+	Mode string `toml:"mode"`
+	// OnError is "deny" (default) or "allow".
+	OnError string `toml:"on_error"`
+	// MayWiden lets the hook's adjustments widen the sandbox. Defaults to false.
+	MayWiden bool `toml:"may_widen"`
+	// Optional hooks run only for jobs that list them in `hooks`. Defaults to false.
+	Optional bool `toml:"optional"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("90s", "1h30m").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string; negative durations are refused.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("want a Go duration such as \"30s\" or \"1h\": %w", err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// ByteSize is a size in bytes, written as an integer or as a string with a
+// binary or decimal unit: "64MiB", "512KiB", "1GB", "1048576".
+type ByteSize int64
+
+// UnmarshalTOML accepts an integer or a string with a unit.
+func (b *ByteSize) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return fmt.Errorf("size %d is negative", x)
+		}
+		*b = ByteSize(x)
+		return nil
+	case string:
+		n, err := ParseByteSize(x)
+		if err != nil {
+			return err
+		}
+		*b = ByteSize(n)
+		return nil
+	}
+	return fmt.Errorf("want bytes as an integer or a string such as \"64MiB\", got %T", v)
+}
+
+// ParseByteSize parses "64MiB", "10 MB", "4096" (bytes) and the like.
+// Units: B, KB, MB, GB (powers of 1000) and KiB, MiB, GiB (powers of 1024).
+func ParseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') {
+		i--
+	}
+	num, unit := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("size %q: want a non-negative integer with an optional unit (B, KiB, MiB, GiB, KB, MB, GB)", s)
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	m, ok := mult[unit]
+	if !ok {
+		return 0, fmt.Errorf("size %q: unknown unit %q (want B, KiB, MiB, GiB, KB, MB or GB)", s, unit)
+	}
+	return n * m, nil
+}
+
+// ErrConfig marks every error LoadConfig returns for a bad config file.
+var ErrConfig = errors.New("runner: bad config")
+
+// LoadConfig reads the config file at path. A missing file is not an error
+// when missingOK is true (the default path); it yields the defaults. Unknown
+// keys, wrong types and bad values are errors that name the file, the line
+// when known, and the key; they wrap [ErrConfig].
+func LoadConfig(path string, missingOK bool) (Config, error) {
+	var c Config
+	if path == "" {
+		return c.WithDefaults(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if missingOK && errors.Is(err, fs.ErrNotExist) {
+			return c.WithDefaults(), nil
+		}
+		return c, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	md, err := toml.Decode(string(data), &c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, pe.Position.Line, pe.Message)
+		}
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	var problems []string
+	for _, k := range md.Undecoded() {
+		// Settings tables are free-form and sent to the hook as JSON.
+		if len(k) >= 2 && k[0] == "hook" && k[1] == "settings" {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q", path, keyLine(data, k), k.String()))
+	}
+	c.Path = path
+	dir := filepath.Dir(path)
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		c.StateDir = filepath.Join(dir, c.StateDir)
+	}
+	for i := range c.Hooks {
+		if c.Hooks[i].Path != "" && !filepath.IsAbs(c.Hooks[i].Path) {
+			c.Hooks[i].Path = filepath.Join(dir, c.Hooks[i].Path)
+		}
+	}
+	c = c.WithDefaults()
+	for _, p := range c.validate() {
+		problems = append(problems, path+": "+p)
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
+	}
+	return c, nil
+}
+
+// WithDefaults returns a copy of c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = runtime.NumCPU()
+	}
+	if c.DefaultMode == "" {
+		c.DefaultMode = string(DefaultMode)
+	}
+	if c.LogMaxBytes == 0 {
+		c.LogMaxBytes = DefaultLogMaxBytes
+	}
+	if c.Retention == nil {
+		c.Retention = &Duration{DefaultRetention}
+	}
+	if c.Lease.Duration == 0 {
+		c.Lease.Duration = DefaultLease
+	}
+	if c.KillGrace.Duration == 0 {
+		c.KillGrace.Duration = DefaultKillGrace
+	}
+	if c.ShutdownGrace.Duration == 0 {
+		c.ShutdownGrace.Duration = DefaultShutdownGrace
+	}
+	if c.EnvPassthrough == nil {
+		c.EnvPassthrough = append([]string(nil), DefaultEnvPassthrough...)
+	}
+	hs := make([]HookConfig, len(c.Hooks))
+	for i, h := range c.Hooks {
+		if h.Timeout.Duration == 0 {
+			h.Timeout.Duration = DefaultHookTimeout
+		}
+		if h.Memory == 0 {
+			h.Memory = ByteSize(DefaultHookMemoryBytes)
+		}
+		if h.Mode == "" {
+			h.Mode = "enforce"
+		}
+		if h.OnError == "" {
+			h.OnError = "deny"
+		}
+		hs[i] = h
+	}
+	c.Hooks = hs
+	return c
+}
+
+// validate lists every problem of a defaulted config, each naming its key.
+func (c Config) validate() []string {
+	var ps []string
+	if c.Concurrency < 0 {
+		ps = append(ps, fmt.Sprintf("concurrency: must be at least 1, got %d", c.Concurrency))
+	}
+	if _, err := sandbox.ParseMode(c.DefaultMode); err != nil {
+		ps = append(ps, fmt.Sprintf("default_mode: %v", err))
+	}
+	if c.LogMaxBytes < 4096 {
+		ps = append(ps, fmt.Sprintf("log_max_bytes: must be at least 4096, got %d", c.LogMaxBytes))
+	}
+	if c.Lease.Duration < time.Second {
+		ps = append(ps, fmt.Sprintf("lease: must be at least 1s, got %s", c.Lease.Duration))
+	}
+	seen := map[string]bool{}
+	for i, h := range c.Hooks {
+		where := fmt.Sprintf("hook[%d]", i)
+		if h.Name != "" {
+			where = fmt.Sprintf("hook %q", h.Name)
+		}
+		switch {
+		case h.Name == "":
+			ps = append(ps, where+": name: required")
+		case seen[h.Name]:
+			ps = append(ps, where+": name: used by an earlier hook")
+		}
+		seen[h.Name] = true
+		if h.Path == "" {
+			ps = append(ps, where+": path: required")
+		}
+		if h.Mode != "enforce" && h.Mode != "monitor" {
+			ps = append(ps, fmt.Sprintf("%s: mode: want \"enforce\" or \"monitor\", got %q", where, h.Mode))
+		}
+		if h.OnError != "deny" && h.OnError != "allow" {
+			ps = append(ps, fmt.Sprintf("%s: on_error: want \"deny\" or \"allow\", got %q", where, h.OnError))
+		}
+	}
+	return ps
+}
+
+// HookConfigs converts the [[hook]] tables to the hooks package's form.
+func (c Config) HookConfigs() []hooks.Config {
+	out := make([]hooks.Config, len(c.Hooks))
+	for i, h := range c.Hooks {
+		out[i] = hooks.Config{
+			Name:        h.Name,
+			Path:        h.Path,
+			SHA256:      h.SHA256,
+			Settings:    h.Settings,
+			Timeout:     h.Timeout.Duration,
+			MemoryBytes: uint64(h.Memory),
+			Mode:        h.Mode,
+			OnError:     h.OnError,
+			MayWiden:    h.MayWiden,
+			Optional:    h.Optional,
+		}
+	}
+	return out
+}
+
+// keyLine finds the line (1-based) that defines the last part of key k, for
+// error messages; 0 when it cannot tell.
+func keyLine(data []byte, k toml.Key) int {
+	if len(k) == 0 {
+		return 0
+	}
+	last := k[len(k)-1]
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, last) {
+			rest := strings.TrimSpace(strings.TrimPrefix(t, last))
+			if strings.HasPrefix(rest, "=") {
+				return i + 1
+			}
+		}
+		if t == "["+k.String()+"]" || t == "[["+k.String()+"]]" {
+			return i + 1
+		}
+	}
+	return 0
+}

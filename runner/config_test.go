@@ -1,0 +1,118 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig(filepath.Join(t.TempDir(), "absent.toml"), true)
+	require.NoError(t, err)
+	require.Equal(t, runtime.NumCPU(), c.Concurrency)
+	require.Equal(t, "workspace_write", c.DefaultMode)
+	require.Equal(t, DefaultLogMaxBytes, c.LogMaxBytes)
+	require.Equal(t, DefaultLease, c.Lease.Duration)
+	require.Equal(t, DefaultRetention, c.Retention.Duration)
+	require.Equal(t, DefaultEnvPassthrough, c.EnvPassthrough)
+
+	_, err = LoadConfig(filepath.Join(t.TempDir(), "absent.toml"), false)
+	require.ErrorIs(t, err, ErrConfig, "an explicit config that is missing is an error")
+}
+
+func TestLoadConfigFull(t *testing.T) {
+	t.Parallel()
+	p := writeConfig(t, `
+state_dir = "state"
+concurrency = 3
+default_mode = "read_only"
+default_timeout = "90s"
+log_max_bytes = 65536
+retention = "0s"
+lease = "10s"
+env_passthrough = ["PATH"]
+
+[[hook]]
+name = "deny"
+path = "hooks/deny.wasm"
+timeout = "250ms"
+memory = "32MiB"
+mode = "monitor"
+[hook.settings]
+deny = ["curl"]
+nested = { a = 1 }
+`)
+	c, err := LoadConfig(p, false)
+	require.NoError(t, err)
+	dir := filepath.Dir(p)
+	require.Equal(t, filepath.Join(dir, "state"), c.StateDir)
+	require.Equal(t, 3, c.Concurrency)
+	require.Equal(t, 90*time.Second, c.DefaultTimeout.Duration)
+	require.Equal(t, time.Duration(0), c.Retention.Duration, "0s keeps everything")
+	require.Len(t, c.Hooks, 1)
+	h := c.HookConfigs()[0]
+	require.Equal(t, filepath.Join(dir, "hooks/deny.wasm"), h.Path)
+	require.Equal(t, uint64(32<<20), h.MemoryBytes)
+	require.Equal(t, 250*time.Millisecond, h.Timeout)
+	require.Equal(t, "monitor", h.Mode)
+	require.Equal(t, "deny", h.OnError)
+	require.Equal(t, []any{"curl"}, h.Settings["deny"])
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, text string
+		want       []string
+	}{
+		{"unknown key with line", "concurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\""}},
+		{"wrong type", "concurrency = \"two\"\n", []string{"concurrency"}},
+		{"bad mode", "default_mode = \"yolo\"\n", []string{"default_mode", "yolo"}},
+		{"bad duration", "lease = \"soon\"\n", []string{"Go duration"}},
+		{"negative duration", "kill_grace = \"-1s\"\n", []string{"negative"}},
+		{"bad memory unit", "[[hook]]\nname = \"h\"\npath = \"h.wasm\"\nmemory = \"12 parsecs\"\n", []string{"unknown unit"}},
+		{"hook without path and duplicate", "[[hook]]\nname = \"h\"\n[[hook]]\nname = \"h\"\npath = \"x\"\n", []string{"hook \"h\": path: required", "used by an earlier hook"}},
+		{"hook bad on_error", "[[hook]]\nname = \"h\"\npath = \"x\"\non_error = \"shrug\"\n", []string{"on_error"}},
+		{"unknown hook key", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widden = true\n", []string{":4: unknown key \"hook.may_widden\""}},
+		{"syntax", "concurrency = = 1\n", []string{":1:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := writeConfig(t, tt.text)
+			_, err := LoadConfig(p, false)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrConfig))
+			require.Contains(t, err.Error(), p, "the error names the file")
+			for _, w := range tt.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "64MiB": 64 << 20, "1 GiB": 1 << 30, "10KB": 10000, "3B": 3} {
+		got, err := ParseByteSize(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "7 furlongs"} {
+		_, err := ParseByteSize(in)
+		require.Error(t, err, in)
+	}
+}

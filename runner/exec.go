@@ -1,0 +1,451 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"paddock/hooks"
+	"paddock/queue"
+	"paddock/sandbox"
+)
+
+// stderrTailBytes is how much of the end of stderr the classifier sees.
+const stderrTailBytes = 8 << 10
+
+// Executor runs single attempts: it decides with the hook chain, confines
+// with the sandbox, spawns, captures logs, enforces the timeout and
+// classifies. It records nothing in the store itself; [Worker] and
+// `paddock run` do. Safe for concurrent use.
+type Executor struct {
+	// Config is the defaulted config (mode, timeouts, log caps, env).
+	Config Config
+	// StateDir holds logs/ and workspaces/.
+	StateDir string
+	// Chain decides every job. Required (a chain of zero hooks allows all).
+	Chain *hooks.Chain
+	// Probe is the start-up probe result; ProbeErr is non-nil when bwrap is
+	// unusable, and every confined job then fails closed with it.
+	Probe    sandbox.ProbeReport
+	ProbeErr error
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// ExecParams are the inputs of one attempt.
+type ExecParams struct {
+	Job     queue.Job
+	Attempt int
+	// Cancel, when closed, stops the running job (SIGTERM, then SIGKILL
+	// after the kill grace) and the attempt ends as canceled.
+	Cancel <-chan struct{}
+	// Stdout and Stderr, when not nil, receive a live copy of the output.
+	Stdout, Stderr io.Writer
+	// OnStart, when not nil, is called once the job's process started.
+	OnStart func(pid int)
+}
+
+// Execute runs one attempt of p.Job and returns its record. It never
+// returns an error for anything the job or its hooks did: those are
+// outcomes. ctx ends the attempt early (a hard worker stop); the attempt is
+// then returned with outcome [queue.OutcomeInterrupted] and must not be recorded as
+// finished, so lease recovery takes the job back.
+func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
+	now := e.now
+	job := p.Job
+	att := queue.Attempt{Number: p.Attempt, StartedAt: now()}
+	finish := func(outcome, reason string) queue.Attempt {
+		att.Outcome, att.Reason, att.EndedAt = outcome, reason, now()
+		return att
+	}
+
+	workspace, err := e.Workspace(job)
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, err.Error())
+	}
+	hj := e.HookJob(job, workspace, p.Attempt)
+	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
+	if err != nil {
+		return finish(queue.OutcomeInterrupted, "hook chain stopped: "+err.Error())
+	}
+	if trail, err := json.Marshal(res.Trail); err == nil {
+		att.Trail = trail
+	}
+	if res.Verdict != hooks.VerdictAllow {
+		return finish(queue.OutcomeDenied, res.Reason)
+	}
+	final := res.Job
+
+	mode, err := sandbox.ParseMode(final.Mode)
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, err.Error())
+	}
+	policy, err := sandbox.NewPolicy(sandbox.PolicyParams{
+		Mode: mode, Workspace: workspace, Cwd: final.Cwd, Network: final.Network, Writable: final.Writable,
+	})
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, err.Error())
+	}
+	confined := mode != sandbox.ModeDangerFullAccess
+	if confined && e.ProbeErr != nil {
+		return finish(queue.OutcomeRunnerFailed, "not run: the sandbox is unusable on this host, and a "+string(mode)+" job never runs unconfined: "+e.ProbeErr.Error())
+	}
+	argv, err := sandbox.Confine(final.Argv, policy)
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, err.Error())
+	}
+	att.ConfinedArgv = argv
+
+	logDir := filepath.Join(e.StateDir, "logs", job.ID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return finish(queue.OutcomeRunnerFailed, "log directory: "+err.Error())
+	}
+	att.StdoutPath = filepath.Join(logDir, fmt.Sprintf("%d.stdout", p.Attempt))
+	att.StderrPath = filepath.Join(logDir, fmt.Sprintf("%d.stderr", p.Attempt))
+	stdout, err := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, "stdout log: "+err.Error())
+	}
+	stderr, err := newCappedLog(att.StderrPath, e.Config.LogMaxBytes, stderrTailBytes, p.Stderr)
+	if err != nil {
+		stdout.Close()
+		return finish(queue.OutcomeRunnerFailed, "stderr log: "+err.Error())
+	}
+
+	timeout := time.Duration(final.TimeoutS * float64(time.Second))
+	run := e.spawn(ctx, spawnParams{
+		argv: argv, cwd: policy.Cwd(), env: e.environ(final, job, p.Attempt, workspace),
+		confined: confined, stdout: stdout, stderr: stderr, timeout: timeout,
+		cancel: p.Cancel, onStart: p.OnStart,
+	})
+	if err := stdout.Close(); err != nil && run.err == nil {
+		run.err = fmt.Errorf("stdout log: %w", err)
+	}
+	if err := stderr.Close(); err != nil && run.err == nil {
+		run.err = fmt.Errorf("stderr log: %w", err)
+	}
+	if run.err != nil {
+		return finish(queue.OutcomeRunnerFailed, run.err.Error())
+	}
+
+	c := sandbox.Classify(sandbox.ClassifyParams{Mode: mode, State: run.state, Status: run.status, Stderr: stderr.Tail()})
+	if c.Signal == "" {
+		code := c.ExitCode
+		att.ExitCode = &code
+	}
+	att.Signal = c.Signal
+	switch {
+	case run.stopped == stopHard:
+		return finish(queue.OutcomeInterrupted, "worker stopped while the job ran")
+	case run.stopped == stopTimeout:
+		return finish(queue.OutcomeTimeout, fmt.Sprintf("timed out after %s; stopped (SIGTERM, then SIGKILL after %s)", timeout, e.Config.KillGrace.Duration))
+	case run.stopped == stopCancel:
+		return finish(queue.OutcomeCanceled, "canceled while running; stopped")
+	}
+	return finish(string(c.Outcome), c.Reason)
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Workspace returns the job's workspace, creating the default one
+// (<state>/workspaces/<id>) when the job names none.
+func (e *Executor) Workspace(job queue.Job) (string, error) {
+	ws := job.Spec.Workspace
+	if ws == "" {
+		ws = filepath.Join(e.StateDir, "workspaces", job.ID)
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return "", fmt.Errorf("workspace: %w", err)
+		}
+	}
+	return ws, nil
+}
+
+// HookJob is the job as the hook chain sees it before any adjustment.
+func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.Job {
+	s := job.Spec
+	mode := s.Mode
+	if mode == "" {
+		mode = e.Config.DefaultMode
+	}
+	network := true
+	if s.Network != nil {
+		network = *s.Network
+	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = e.Config.DefaultTimeout.Duration
+	}
+	cwd := s.Cwd
+	if cwd == "" {
+		cwd = workspace
+	}
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	return hooks.Job{
+		ID: job.ID, Name: job.Name, Argv: append([]string(nil), s.Command...), Env: env,
+		Cwd: cwd, Workspace: workspace, Mode: mode, Network: network,
+		Writable: append([]string(nil), s.Writable...), TimeoutS: timeout.Seconds(),
+		Attempt: attempt, Labels: labels,
+	}
+}
+
+// SandboxInfo computes the request's sandbox section for a job as it
+// stands: the confined argv it would run with now. It is the chain's
+// [hooks.ChainOptions.Sandbox] callback.
+func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
+	d := sandbox.Discovered()
+	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
+	mode, err := sandbox.ParseMode(j.Mode)
+	if err != nil {
+		return info, err
+	}
+	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
+	if err != nil {
+		return info, err
+	}
+	argv, err := sandbox.Confine(j.Argv, pol)
+	if err != nil {
+		return info, err
+	}
+	info.Argv = argv
+	return info, nil
+}
+
+// environ is the job's environment: the passthrough list from the worker,
+// then PADDOCK_* facts, then the job's own env (which wins).
+func (e *Executor) environ(j hooks.Job, job queue.Job, attempt int, workspace string) []string {
+	m := map[string]string{}
+	for _, k := range e.Config.EnvPassthrough {
+		if v, ok := os.LookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	if _, ok := m["PATH"]; !ok {
+		m["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	}
+	m["TMPDIR"] = "/tmp"
+	m["PADDOCK_JOB_ID"] = job.ID
+	m["PADDOCK_JOB_NAME"] = job.Name
+	m["PADDOCK_ATTEMPT"] = strconv.Itoa(attempt)
+	m["PADDOCK_WORKSPACE"] = workspace
+	for k, v := range j.Env {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+type stopReason int
+
+const (
+	stopNone stopReason = iota
+	stopTimeout
+	stopCancel
+	stopHard
+)
+
+type spawnParams struct {
+	argv     []string
+	cwd      string
+	env      []string
+	confined bool
+	stdout   io.Writer
+	stderr   io.Writer
+	timeout  time.Duration
+	cancel   <-chan struct{}
+	onStart  func(pid int)
+}
+
+type spawnResult struct {
+	state   *os.ProcessState
+	status  sandbox.Status
+	stopped stopReason
+	err     error // the runner could not start or wait for the process
+}
+
+// spawn starts argv in its own process group, with the sandbox status pipe
+// when confined, and waits for it, stopping it on timeout, cancel or ctx.
+func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Dir = p.cwd
+	cmd.Env = p.env
+	cmd.Stdin = nil
+	cmd.Stdout = p.stdout
+	cmd.Stderr = p.stderr
+	// Pdeathsig: if the worker dies (kill -9), bwrap dies with it, and with
+	// bwrap the job's pid namespace; the job is then recovered from its lease.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A background process that keeps stdout open must not hold the
+	// attempt forever once the job itself has exited.
+	cmd.WaitDelay = 2 * time.Second
+
+	var statusR, statusW *os.File
+	if p.confined {
+		var err error
+		statusR, statusW, err = os.Pipe()
+		if err != nil {
+			return spawnResult{err: fmt.Errorf("status pipe: %w", err)}
+		}
+		defer statusR.Close()
+		cmd.ExtraFiles = []*os.File{statusW} // fd 3 = sandbox.StatusFD
+	}
+	if err := cmd.Start(); err != nil {
+		if statusW != nil {
+			statusW.Close()
+		}
+		return spawnResult{err: fmt.Errorf("start %s: %w", p.argv[0], err)}
+	}
+	if statusW != nil {
+		statusW.Close()
+	}
+	if p.onStart != nil {
+		p.onStart(cmd.Process.Pid)
+	}
+	statusBuf := make(chan []byte, 1)
+	if statusR != nil {
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(statusR, 1<<20))
+			statusBuf <- b
+		}()
+	}
+
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	var timer <-chan time.Time
+	if p.timeout > 0 {
+		t := time.NewTimer(p.timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	res := spawnResult{}
+	var err error
+	select {
+	case err = <-waitErr:
+	case <-timer:
+		res.stopped = stopTimeout
+	case <-p.cancel:
+		res.stopped = stopCancel
+	case <-ctx.Done():
+		res.stopped = stopHard
+	}
+	if res.stopped != stopNone {
+		grace := e.Config.KillGrace.Duration
+		if res.stopped == stopHard {
+			grace = 0
+		}
+		err = stopGroup(cmd.Process.Pid, grace, waitErr)
+	}
+	// Whatever is left of the job's process group goes now (stragglers of
+	// a danger_full_access job; a confined job's processes died with its
+	// pid namespace). The group outlives its reaped leader only while a
+	// member lives, so this cannot hit an unrelated process.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res.state = cmd.ProcessState
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		res.err = fmt.Errorf("wait: %w", err)
+	}
+	if statusR != nil {
+		select {
+		case b := <-statusBuf:
+			st, serr := sandbox.ReadStatus(bytes.NewReader(b))
+			if serr == nil {
+				res.status = st
+			}
+		case <-time.After(2 * time.Second):
+			// Something in the sandbox kept the status fd open; without
+			// a record the classifier reports a runner failure unless the
+			// exit status says otherwise.
+		}
+	}
+	return res
+}
+
+// stopGroup sends SIGTERM to the job's process group and every process
+// below it, waits up to grace for the job to exit, then sends SIGKILL.
+// It returns the job's wait error.
+func stopGroup(pid int, grace time.Duration, waitErr <-chan error) error {
+	if grace > 0 {
+		killTree(pid, syscall.SIGTERM)
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		select {
+		case err := <-waitErr:
+			return err
+		case <-time.After(grace):
+		}
+	}
+	killTree(pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	return <-waitErr
+}
+
+// killTree sends sig to every live descendant of pid (found through
+// /proc/*/stat), deepest first, and to pid itself. The job runs in its own
+// process group, but bwrap's --new-session and the job's own setsid calls
+// move processes out of it; the parent links still tie them to pid.
+func killTree(pid int, sig syscall.Signal) {
+	children := map[int][]int{}
+	ents, err := os.ReadDir("/proc")
+	if err == nil {
+		for _, ent := range ents {
+			p, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// Fields after the last ')' : state ppid ...
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(s[i+1:])
+			if len(f) < 2 {
+				continue
+			}
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var walk func(int)
+	seen := map[int]bool{}
+	walk = func(p int) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, c := range children[p] {
+			walk(c)
+		}
+		_ = syscall.Kill(p, sig)
+	}
+	walk(pid)
+}

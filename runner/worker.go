@@ -1,0 +1,392 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"paddock/queue"
+)
+
+// WakeFile is the file in the state directory that `paddock submit` touches
+// after enqueueing, so idle workers claim at once instead of at their next
+// poll.
+const WakeFile = "wake"
+
+// pollInterval is how often an idle worker looks at the store even without
+// a wake-up (jobs whose backoff ran out, jobs enqueued from another host).
+// One indexed query per second is not busy polling.
+const pollInterval = time.Second
+
+// pruneInterval is how often a worker deletes finished jobs older than the
+// config's retention.
+const pruneInterval = time.Hour
+
+// WorkerOptions configure a [Worker].
+type WorkerOptions struct {
+	Store    queue.Store
+	Executor *Executor
+	// Inbox, when not nil, is scanned whenever the worker wakes.
+	Inbox *queue.Inbox
+	// ID names the worker in leases and events. Defaults to host:pid.
+	ID string
+	// Concurrency is how many jobs run at once. Defaults to Executor.Config.Concurrency.
+	Concurrency int
+	// Drain makes Run return once nothing is queued or running.
+	Drain  bool
+	Logger *slog.Logger
+	Events *EventLog
+}
+
+// Summary is what one Run did.
+type Summary struct {
+	// Finished counts the jobs this worker finished, by final state.
+	Finished map[queue.JobState]int
+	// Failed lists ids of jobs this worker finished in a state other than
+	// succeeded (failed, denied, canceled).
+	Failed []string
+}
+
+// Worker claims jobs and runs them through an [Executor], heartbeating the
+// leases of running jobs and recording every attempt. Use one Worker per
+// process; Run must not be called twice.
+type Worker struct {
+	o       WorkerOptions
+	abort   chan struct{}
+	abortMu sync.Once
+
+	mu       sync.Mutex
+	inflight map[string]chan struct{} // job id -> cancel
+	summary  Summary
+}
+
+// NewWorker returns a worker; it starts nothing until Run.
+func NewWorker(o WorkerOptions) *Worker {
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		o.ID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = o.Executor.Config.Concurrency
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{o: o, abort: make(chan struct{}), inflight: map[string]chan struct{}{},
+		summary: Summary{Finished: map[queue.JobState]int{}}}
+}
+
+// Abort stops running jobs at once (SIGKILL) and makes Run return; their
+// leases are left to expire and be recovered. Safe to call from any
+// goroutine, more than once.
+func (w *Worker) Abort() { w.abortMu.Do(func() { close(w.abort) }) }
+
+// Run claims and runs jobs until ctx is canceled (then it stops claiming,
+// lets running jobs finish within the shutdown grace, stops the rest and
+// returns), Abort is called, or, with Drain, nothing is queued or running.
+// It returns an error only when the store fails; job failures are in the
+// Summary.
+func (w *Worker) Run(ctx context.Context) (Summary, error) {
+	log := w.o.Logger.With("worker", w.o.ID)
+	// hard ends running jobs; it is canceled by Abort or after the
+	// shutdown grace.
+	hard, stopHard := context.WithCancel(context.Background())
+	defer stopHard()
+	go func() {
+		select {
+		case <-w.abort:
+		case <-hard.Done():
+		}
+		stopHard()
+	}()
+
+	recovered, err := w.o.Store.LeaseRecoverExpired(ctx)
+	if err != nil {
+		return w.summary, fmt.Errorf("recover leases: %w", err)
+	}
+	for _, j := range recovered {
+		log.Info("recovered expired lease", "job", j.ID, "state", j.State)
+		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(j.State), Reason: j.Reason, WorkerID: w.o.ID})
+	}
+
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	if stop := w.watch(log, poke); stop != nil {
+		defer stop()
+	}
+
+	hbDone := make(chan struct{})
+	go w.heartbeat(hard, log, hbDone)
+	defer func() { <-hbDone }()
+	defer stopHard()
+
+	var wg sync.WaitGroup
+	done := make(chan struct{}, w.o.Concurrency)
+	lastRecover := time.Now()
+	var lastPrune time.Time
+	for {
+		if time.Since(lastPrune) > pruneInterval {
+			lastPrune = time.Now()
+			w.prune(ctx, log)
+		}
+		if ctx.Err() != nil || hard.Err() != nil {
+			break
+		}
+		if w.o.Inbox != nil {
+			results, err := w.o.Inbox.Scan(ctx)
+			if err != nil {
+				log.Warn("inbox scan", "err", err)
+			}
+			for _, r := range results {
+				log.Info("inbox", "file", r.File, "accepted", r.Err == nil, "jobs", len(r.Jobs), "err", r.Err)
+			}
+		}
+		if time.Since(lastRecover) > w.o.Executor.Config.Lease.Duration/2 {
+			lastRecover = time.Now()
+			if rec, err := w.o.Store.LeaseRecoverExpired(ctx); err == nil {
+				for _, j := range rec {
+					log.Info("recovered expired lease", "job", j.ID, "state", j.State)
+				}
+			}
+		}
+		free := w.o.Concurrency - w.running()
+		claimed := 0
+		if free > 0 {
+			jobs, err := w.o.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration})
+			if err != nil && ctx.Err() == nil {
+				log.Error("claim", "err", err)
+			}
+			claimed = len(jobs)
+			for _, j := range jobs {
+				cancel := make(chan struct{})
+				w.mu.Lock()
+				w.inflight[j.ID] = cancel
+				w.mu.Unlock()
+				wg.Add(1)
+				go func(j queue.Job) {
+					defer wg.Done()
+					w.runOne(hard, log, j, cancel)
+					select { // a wake-up signal, never a reason to block
+					case done <- struct{}{}:
+					default:
+					}
+				}(j)
+			}
+		}
+		if w.o.Drain && claimed == 0 && w.running() == 0 {
+			counts, err := w.o.Store.JobCounts(ctx)
+			if err == nil && counts[queue.StateQueued] == 0 && counts[queue.StateRunning] == 0 {
+				break
+			}
+		}
+		if claimed > 0 && claimed == free {
+			continue // there may be more ready; a slot frees on done
+		}
+		select {
+		case <-ctx.Done():
+		case <-hard.Done():
+		case <-done:
+		case <-wake:
+		case <-time.After(pollInterval):
+		}
+	}
+
+	// Graceful stop: no more claims; running jobs get the shutdown grace.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	if w.running() > 0 && hard.Err() == nil {
+		log.Info("stopping: waiting for running jobs", "running", w.running(), "grace", w.o.Executor.Config.ShutdownGrace.Duration)
+		select {
+		case <-finished:
+		case <-hard.Done():
+		case <-time.After(w.o.Executor.Config.ShutdownGrace.Duration):
+			log.Warn("shutdown grace over: stopping running jobs; their leases will be recovered")
+		}
+	}
+	stopHard()
+	<-finished
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.summary, nil
+}
+
+func (w *Worker) running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inflight)
+}
+
+// runOne executes and records one claimed job.
+func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel chan struct{}) {
+	defer func() {
+		w.mu.Lock()
+		delete(w.inflight, j.ID)
+		w.mu.Unlock()
+	}()
+	attempt := len(j.Attempts)
+	if attempt > 0 {
+		attempt = j.Attempts[attempt-1].Number
+	} else {
+		attempt = 1
+	}
+	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
+	log.Info("claimed")
+	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: w.o.ID})
+	att := w.o.Executor.Execute(hard, ExecParams{Job: j, Attempt: attempt, Cancel: cancel})
+	att.WorkerID = w.o.ID
+	if att.Outcome == queue.OutcomeInterrupted {
+		log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason)
+		return
+	}
+	// Record even when the worker is stopping: the attempt is over.
+	rec, err := w.o.Store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: j.ID, WorkerID: w.o.ID, Attempt: att})
+	if err != nil {
+		log.Error("record attempt", "err", err)
+		return
+	}
+	log.Info("finished", "outcome", att.Outcome, "state", rec.State, "reason", att.Reason)
+	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "finished", JobID: j.ID, JobName: j.Name, Attempt: attempt,
+		State: string(rec.State), Outcome: att.Outcome, ExitCode: att.ExitCode, Reason: att.Reason, WorkerID: w.o.ID})
+	if rec.State == queue.StateQueued {
+		return // a retry is scheduled; not final
+	}
+	w.mu.Lock()
+	w.summary.Finished[rec.State]++
+	if rec.State != queue.StateSucceeded {
+		w.summary.Failed = append(w.summary.Failed, j.ID)
+	}
+	w.mu.Unlock()
+}
+
+// heartbeat extends the leases of running jobs every Lease/3 and stops jobs
+// whose cancel was requested. It returns when hard is done.
+func (w *Worker) heartbeat(hard context.Context, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	every := w.o.Executor.Config.Lease.Duration / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	canceled := map[string]bool{}
+	for {
+		select {
+		case <-hard.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		ids := make([]string, 0, len(w.inflight))
+		for id := range w.inflight {
+			ids = append(ids, id)
+		}
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		cancelIDs, err := w.o.Store.LeaseExtend(hard, &queue.LeaseExtendParams{WorkerID: w.o.ID, JobIDs: ids, Lease: w.o.Executor.Config.Lease.Duration})
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				log.Error("heartbeat", "err", err)
+			}
+			continue
+		}
+		for _, id := range cancelIDs {
+			if canceled[id] {
+				continue
+			}
+			w.mu.Lock()
+			if c, ok := w.inflight[id]; ok {
+				canceled[id] = true
+				close(c)
+				log.Info("cancel requested; stopping job", "job", id)
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// watch wakes the worker when the wake file is touched or a file lands in
+// the inbox. It returns a stop function, or nil when inotify is unavailable
+// (the worker then relies on its one-second poll).
+func (w *Worker) watch(log *slog.Logger, poke func()) func() {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Warn("no file watcher; polling only", "err", err)
+		return nil
+	}
+	_ = fw.Add(w.o.Executor.StateDir)
+	if w.o.Inbox != nil {
+		_ = fw.Add(w.o.Inbox.Dir())
+	}
+	go func() {
+		for {
+			select {
+			case ev, ok := <-fw.Events:
+				if !ok {
+					return
+				}
+				if filepath.Base(ev.Name) == WakeFile || (w.o.Inbox != nil && filepath.Dir(ev.Name) == filepath.Clean(w.o.Inbox.Dir())) {
+					poke()
+				}
+			case _, ok := <-fw.Errors:
+				if !ok {
+					return
+				}
+			}
+		}
+	}()
+	return func() { fw.Close() }
+}
+
+// Wake touches the wake file in stateDir so idle workers claim at once.
+// Errors are ignored by callers: a missed wake-up costs one poll interval.
+func Wake(stateDir string) error {
+	return os.WriteFile(filepath.Join(stateDir, WakeFile), nil, 0o600)
+}
+
+// prune deletes finished jobs older than the retention, then the log and
+// default workspace directories of jobs that no longer exist. Failures are
+// logged: pruning never stops a worker.
+func (w *Worker) prune(ctx context.Context, log *slog.Logger) {
+	keep := w.o.Executor.Config.Retention
+	if keep == nil || keep.Duration <= 0 {
+		return
+	}
+	n, err := w.o.Store.JobPrune(ctx, &queue.JobPruneParams{OlderThan: keep.Duration})
+	if err != nil {
+		log.Warn("prune", "err", err)
+		return
+	}
+	if n == 0 {
+		return
+	}
+	removed := 0
+	for _, sub := range []string{"logs", "workspaces"} {
+		dir := filepath.Join(w.o.Executor.StateDir, sub)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			if _, err := w.o.Store.JobGet(ctx, e.Name()); errors.Is(err, queue.ErrNotFound) {
+				if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
+					removed++
+				}
+			}
+		}
+	}
+	log.Info("pruned finished jobs", "jobs", n, "directories", removed, "retention", keep.Duration)
+}
