@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -219,12 +220,15 @@ func TestChainCompilationCacheDir(t *testing.T) {
 // mixing both ABIs; run it with -race.
 func TestChainConcurrent(t *testing.T) {
 	t.Parallel()
+	// Generous timeouts: this test is about races, and -race on 2 shared
+	// cores slows a command-ABI call from milliseconds to seconds.
+	const timeout = 60 * time.Second
 	c := newTestChain(t, ChainOptions{MaxIdleInstances: 2, Hooks: []Config{
-		{Name: "deny", Path: wasmPath(t, "denylist"), Settings: map[string]any{"deny": []string{"curl"}}},
-		{Name: "tighten", Path: wasmPath(t, "tighten"), Settings: map[string]any{"dry_run": []string{"rsync"}}},
-		{Name: "echo", Path: wasmPath(t, "hostile-reactor"), Settings: map[string]any{"do": "echo"}, Optional: true},
+		{Name: "deny", Path: wasmPath(t, "denylist"), Timeout: timeout, Settings: map[string]any{"deny": []string{"curl"}}},
+		{Name: "tighten", Path: wasmPath(t, "tighten"), Timeout: timeout, Settings: map[string]any{"dry_run": []string{"rsync"}}},
+		{Name: "echo", Path: wasmPath(t, "hostile-reactor"), Timeout: timeout, Settings: map[string]any{"do": "echo"}, Optional: true},
 	}})
-	const goroutines, each = 12, 8
+	const goroutines, each = 8, 6
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*each)
 	for g := 0; g < goroutines; g++ {
