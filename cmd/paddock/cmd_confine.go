@@ -32,8 +32,9 @@ func newConfineCommand(gopts *GlobalOptions) *cobra.Command {
 		Short: "Print the bwrap argv that would run ARGV under a sandbox policy, without running it",
 		Long: `confine builds the sandbox policy from the flags, probes bwrap (for the
 confined modes) and prints the exact argv paddock would run, shell-quoted on
-one line. Nothing is run. With --json it prints one object with
-message_type "confine" whose "argv" is an array of strings.`,
+one line. Nothing is run. With --json it prints the argv as a JSON array
+of strings (the one --json output that is a bare array, not an object, so
+that it can be handed to a program as is).`,
 		Example: `  paddock confine -- make test
   paddock confine --mode read_only --workspace ./src --network=false -- sh -c 'ls'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -54,16 +55,6 @@ message_type "confine" whose "argv" is an array of strings.`,
 	return cmd
 }
 
-// confineMessage is the --json output of paddock confine.
-type confineMessage struct {
-	MessageType string   `json:"message_type"`
-	Mode        string   `json:"mode"`
-	Grade       string   `json:"grade,omitempty"`
-	Workspace   string   `json:"workspace,omitempty"`
-	Cwd         string   `json:"cwd,omitempty"`
-	Argv        []string `json:"argv"`
-}
-
 func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return usagef("confine: no command given (usage: paddock confine [flags] -- ARGV...)")
@@ -81,7 +72,6 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	if err != nil {
 		return usagef("%w", err)
 	}
-	grade := ""
 	if mode.Confined() {
 		rep, err := sandbox.Probe(ctx)
 		if err != nil {
@@ -91,14 +81,13 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 			}
 			return errors.New(msg + "; see paddock probe")
 		}
-		grade = string(rep.Grade)
 	}
 	argv, err := sandbox.Confine(args, policy)
 	if err != nil {
 		return err
 	}
 	if gopts.JSON {
-		return writeJSON(out, confineMessage{MessageType: "confine", Mode: string(mode), Grade: grade, Workspace: policy.Workspace(), Cwd: policy.Cwd(), Argv: argv})
+		return writeJSON(out, argv)
 	}
 	_, err = fmt.Fprintln(out, shellJoin(argv))
 	return err

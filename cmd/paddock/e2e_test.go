@@ -38,20 +38,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireSandbox skips (or, under PADDOCK_REQUIRE_BWRAP=1, fails) when
-// `paddock probe` finds no usable bwrap.
-func requireSandbox(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command(paddockBin, "probe").CombinedOutput()
-	if err == nil {
-		return
-	}
-	if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-		t.Fatalf("bwrap is unusable and PADDOCK_REQUIRE_BWRAP=1: %s", out)
-	}
-	t.Skipf("bwrap is unusable here (set PADDOCK_REQUIRE_BWRAP=1 to fail instead): %s", out)
-}
-
 // e2eBundle is one isolated paddock installation: a state directory and a
 // config file.
 type e2eBundle struct {
@@ -63,7 +49,7 @@ type e2eBundle struct {
 
 func setupE2E(t *testing.T, config string) *e2eBundle {
 	t.Helper()
-	requireSandbox(t)
+	requireBwrapCmd(t)
 	dir := t.TempDir()
 	b := &e2eBundle{t: t, state: filepath.Join(dir, "state"), config: filepath.Join(dir, "config.toml"), dir: dir}
 	if config == "" {
