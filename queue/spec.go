@@ -59,6 +59,8 @@ type FieldError struct {
 	Message string // what was expected
 }
 
+// String formats the error as "file:line: job: key: message", leaving out
+// the parts that are empty (file "" prints as "<stdin>").
 func (e FieldError) String() string {
 	var b strings.Builder
 	f := e.File
@@ -86,6 +88,7 @@ type ValidationError struct {
 	Errors []FieldError // in file order
 }
 
+// Error lists every problem, one per line after a count.
 func (e *ValidationError) Error() string {
 	if len(e.Errors) == 1 {
 		return "queue: invalid job: " + e.Errors[0].String()
