@@ -1,0 +1,112 @@
+// Package hooks runs paddock's policy hooks: WebAssembly modules (WASI
+// preview 1) that look at each job and allow it, adjust it or deny it. It is
+// the wazero host, the request/decision wire format (version 1, documented
+// for hook authors in examples/hooks/README.md) and the hook chain. It does
+// not know about queues, workers or bubblewrap: the caller passes a [Job]
+// and, through [ChainOptions.Sandbox], how that job would be confined.
+//
+// # Use
+//
+//	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{
+//		Hooks:    cfgs, // from the config file, in order
+//		CacheDir: filepath.Join(stateDir, "cache", "wazero"),
+//		Sandbox:  confinedArgvOf, // func(hooks.Job) (hooks.SandboxInfo, error)
+//	})
+//	defer chain.Close(ctx)
+//	res, err := chain.Decide(ctx, hooks.DecideParams{Job: job, Extra: spec.Hooks})
+//	// err != nil: ctx ended or chain closed. Otherwise res.Verdict decides;
+//	// run res.Job; store res.Trail with the attempt.
+//
+// # ABIs
+//
+// The ABI is detected from the module's exports when it is loaded:
+//
+//   - reactor: exports paddock_alloc(size i32) -> i32 and
+//     paddock_decide(ptr i32, len i32) -> i64 (high 32 bits: pointer, low 32
+//     bits: length of the decision). Instantiated once through _initialize,
+//     then called per decision; idle instances are pooled per hook (at most
+//     [ChainOptions.MaxIdleInstances]), an instance is never used by two
+//     goroutines at once, and one that traps, times out or misbehaves in any
+//     way is closed, never reused. Preferred when a module exports both.
+//   - command: exports _start, which reads the request on stdin and writes
+//     the decision on stdout, then exits 0. A fresh instance per call.
+//
+// A module with neither is refused at load ([ErrNoABI]), as is a module that
+// imports anything but wasi_snapshot_preview1 or whose initial memory is
+// above its limit ([ErrLoad]), or whose digest differs from the configured
+// one ([ErrSHA256Mismatch]).
+//
+// # Fail closed
+//
+// Every failure of a hook is a deny (unless its on_error is "allow"), with
+// the cause in [TrailEntry.Error]: a trap ([ErrTrap]); running past its
+// timeout ([ErrTimeout]: the module is interrupted, even in an infinite
+// loop); growing memory past its limit ([ErrMemory]); a non-zero exit
+// ([ErrExit]); more than [MaxOutputBytes] of stdout ([ErrOutputTooLarge]: the
+// module is interrupted at the first byte over, nothing more is buffered);
+// output that is not exactly one valid decision, an unknown decision or
+// field, a missing reason ([ErrBadDecision]); an adjustment that empties
+// argv or names a relative or NUL-bearing path ([ErrBadDecision]) or widens
+// the sandbox without may_widen ([ErrWiden]). The chain goes on to the next
+// job normally: a failing instance is thrown away.
+//
+// # What a hook gets
+//
+//   - no filesystem (no preopened directories), no sockets, no host
+//     environment variables, and no arguments but its name as argv[0];
+//   - the request on stdin (command) or in its memory (reactor); stderr is
+//     kept, the first [MaxStderrBytes], in the trail (for a reactor, stdout
+//     too, counted against [MaxOutputBytes]);
+//   - the real wall clock and monotonic clock, as WASI's clock_time_get
+//     defines them (a policy may depend on the time of day); sleeps are cut
+//     into slices of at most 1 ms so that a sleeping hook stays
+//     interruptible, and it still cannot outlive its timeout;
+//   - random bytes from crypto/rand through random_get;
+//   - linear memory up to [Config.MemoryBytes] (default 64 MiB), time up to
+//     [Config.Timeout] (default 1 s) per call.
+//
+// # Chain
+//
+// Hooks run in configuration order. Each sees the job as the enforced hooks
+// before it left it, and the sandbox section recomputed for that job. The
+// first enforced deny ends the chain. A hook in monitor mode runs and is
+// recorded (Enforced false) but its adjust is not applied and its deny does
+// not deny. Optional hooks run only for jobs that name them
+// ([DecideParams.Extra]); a name that is not configured denies the job.
+//
+// # Concurrency and resources
+//
+// [Chain.Decide] is safe for concurrent use. Each hook has its own wazero
+// runtime (the memory limit is a runtime setting); all share one compilation
+// cache, on disk when [ChainOptions.CacheDir] is set, so a restart does not
+// recompile. [Chain.Close] waits for decisions in progress, then releases
+// everything. Memory held: per reactor hook, up to MaxIdleInstances idle
+// instances of up to MemoryBytes each, plus one per decision in progress;
+// per command call, one instance for the duration of the call.
+//
+// # Performance
+//
+// WithCloseOnContextDone makes wazero check for interruption at every loop
+// iteration, which makes Go-built modules about three times slower; paddock
+// pays it because a hook without it cannot be stopped. Go compiled to wasm
+// is slow at allocation and reflection: encoding/json in a reactor costs
+// about 200 µs a decision. The tighten example shows a reactor that stays
+// near 50 µs.
+//
+// Figures on the project's 2-core shared VM (Go 1.26, wazero 1.12, amd64),
+// from
+//
+//	go test -run '^$' -bench . -benchtime 3s ./hooks/
+//
+// (each decision is one whole Chain.Decide with one hook; p50 and p99 are of
+// single decisions; compile is NewChain for the 3.3 MB tighten module):
+//
+//	reactor, examples/hooks/tighten (adjusts)   p50   49 µs   p99  150 µs
+//	reactor, examples/hooks/minimal-reactor     p50    5 µs   p99   47 µs
+//	command, examples/hooks/denylist            p50   11 ms   p99   61 ms
+//	command, examples/hooks/minimal             p50  8.6 ms   p99   36 ms
+//	compile, no cache                           1.5 s
+//	compile, warm on-disk cache (a restart)     125 ms
+//
+// The machine was shared with other builds, so tails are noisy.
+package hooks
