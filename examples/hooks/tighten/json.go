@@ -50,6 +50,7 @@ func (v value) strings() ([]string, bool) {
 type parser struct {
 	data []byte
 	pos  int
+	bad  bool // sticky failure of begin, more, key and skipValue
 }
 
 var errSyntax = errors.New("invalid JSON")
@@ -227,60 +228,73 @@ func (p *parser) skipString() error {
 	return err
 }
 
-// members calls f for each member of an object, with the parser at the
-// member's value; f must consume the value (p.value or p.skip).
-func (p *parser) members(f func(key []byte) error) error {
-	p.space()
-	if p.pos >= len(p.data) || p.data[p.pos] != '{' {
-		return errSyntax
-	}
-	p.pos++
-	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		return nil
-	}
-	for {
-		p.space()
-		k, err := p.bytes()
-		if err != nil {
-			return err
-		}
-		p.space()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return errSyntax
-		}
-		p.pos++
-		if err := f(k); err != nil {
-			return err
-		}
-		if done, err := p.next('}'); err != nil || done {
-			return err
-		}
-	}
+// iter is the state of one object or array iteration.
+type iter struct {
+	closing byte
+	first   bool
 }
 
-// elements calls f for each element of an array, with the parser at the
-// element; f must consume it.
-func (p *parser) elements(f func() error) error {
+// begin consumes the opening byte ('{' or '[') of an object or array.
+func (p *parser) begin(open byte) iter {
 	p.space()
-	if p.pos >= len(p.data) || p.data[p.pos] != '[' {
-		return errSyntax
+	if p.pos >= len(p.data) || p.data[p.pos] != open {
+		p.fail()
+		return iter{}
 	}
 	p.pos++
+	return iter{closing: open + 2, first: true} // '{'+2 == '}', '['+2 == ']'
+}
+
+// more reports whether another member or element follows, consuming the
+// comma before it or the closing byte after the last one.
+func (p *parser) more(it *iter) bool {
+	if p.bad {
+		return false
+	}
 	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+	if p.pos >= len(p.data) {
+		p.fail()
+		return false
+	}
+	c := p.data[p.pos]
+	if c == it.closing {
 		p.pos++
+		return false
+	}
+	if !it.first {
+		if c != ',' {
+			p.fail()
+			return false
+		}
+		p.pos++
+		p.space()
+	}
+	it.first = false
+	return true
+}
+
+// key reads a member's key and the colon after it.
+func (p *parser) key() []byte {
+	k, err := p.bytes()
+	if err != nil {
+		p.fail()
 		return nil
 	}
-	for {
-		p.space()
-		if err := f(); err != nil {
-			return err
-		}
-		if done, err := p.next(']'); err != nil || done {
-			return err
-		}
+	p.space()
+	if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+		p.fail()
+		return nil
+	}
+	p.pos++
+	return k
+}
+
+func (p *parser) fail() { p.bad = true }
+
+// skipValue is skip with a sticky failure.
+func (p *parser) skipValue() {
+	if !p.bad && p.skip(0) != nil {
+		p.bad = true
 	}
 }
 

@@ -89,44 +89,52 @@ func decide(data []byte) []byte {
 	argv = argv[:0]
 	var mode, settingsRaw []byte
 	p := parser{data: data}
-	err := p.members(func(key []byte) error {
-		switch string(key) {
+	for top := p.begin('{'); p.more(&top); {
+		switch string(p.key()) {
 		case "hook":
-			return p.members(func(key []byte) error {
-				if string(key) != "settings" {
-					return p.skip(0)
+			for it := p.begin('{'); p.more(&it); {
+				if string(p.key()) != "settings" {
+					p.skipValue()
+					continue
 				}
 				p.space()
 				start := p.pos
-				err := p.skip(0)
+				p.skipValue()
 				settingsRaw = p.data[start:p.pos]
-				return err
-			})
+			}
 		case "job":
-			return p.members(func(key []byte) error {
-				switch string(key) {
+			for it := p.begin('{'); p.more(&it); {
+				switch string(p.key()) {
 				case "argv":
-					return p.elements(func() error {
+					for el := p.begin('['); p.more(&el); {
 						b, err := p.bytes()
+						if err != nil {
+							p.fail()
+						}
 						argv = append(argv, b)
-						return err
-					})
+					}
 				case "mode":
 					var err error
-					mode, err = p.bytes()
-					return err
+					if mode, err = p.bytes(); err != nil {
+						p.fail()
+					}
+				default:
+					p.skipValue()
 				}
-				return p.skip(0)
-			})
+			}
+		default:
+			p.skipValue()
 		}
-		return p.skip(0)
-	})
-	if p.space(); err != nil || p.pos != len(p.data) {
+	}
+	if p.space(); p.bad || p.pos != len(p.data) {
 		return deny("tighten: bad request")
 	}
 	if rawSettings == nil || string(settingsRaw) != string(rawSettings) {
 		rawSettings = append([]byte{}, settingsRaw...)
-		v, err := parseJSON(settingsRaw)
+		v, err := value{kind: 'z'}, error(nil)
+		if len(settingsRaw) > 0 {
+			v, err = parseJSON(settingsRaw)
+		}
 		if err == nil {
 			cached, cachedErr = parseSettings(v)
 		} else {
