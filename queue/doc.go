@@ -92,19 +92,40 @@
 //
 // # Performance
 //
-// Measured on the development VM (2 shared vCPUs, AMD "Turin-like", Go
-// 1.26, modernc.org/sqlite v1.62), busy with other builds, so figures are
-// medians of several runs:
+// Measured on the development VM (2 vCPUs, AMD "Turin-like", Go 1.26,
+// modernc.org/sqlite v1.62) while three other engineers were building and
+// testing on it (load average 3 to 6), so the figures are medians of 5
+// runs and come with bare-SQLite baselines measured in the same run: the
+// issue quotes about 30 ms for 10,000 bare inserts and about 25 µs for a
+// bare claim on a quiet machine, and this one was 3 to 4.5 times slower.
 //
-//	go test -run '^$' -bench 'EnqueueBatch10k|Claim100k|Parse10k' -count 5 ./queue
+//	go test -run '^$' -bench 'EnqueueBatch10k|BareInsert10k|Claim100k|BareClaim|Parse10k|TOMLDecode10k' -count 5 ./queue
 //	go test -run '^$' -bench EnqueueFlat -benchtime 1x -count 3 ./queue
 //
-//	BenchmarkEnqueueBatch10k   10,000-job TOML text → Parse → one committed JobEnqueue
-//	                           median ≈ 240 ms under load (≈ 85 ms of it is
-//	                           BurntSushi/toml decoding; target 200 ms)
-//	BenchmarkParse10k          the parse alone: median ≈ 100 ms
-//	BenchmarkClaim100k         one-job claim with 100,000 queued: p50 ≈ 85 µs (target 100 µs)
-//	BenchmarkEnqueueFlat       100,000 single-job enqueues: last 1,000 / first 1,000 ≈ 0.94 (limit 1.5)
+//	benchmark                    median (5 runs)         baseline in the same run
+//	EnqueueBatch10k              410 ms wall, 267 ms CPU  BareInsert10k 97 ms (quoted: 30 ms)
+//	  (10,000-job TOML text → Parse → one committed JobEnqueue)
+//	  of which TOMLDecode10k      86 ms (BurntSushi/toml alone)
+//	Claim100k (p50, 100k queued) 164 µs                  BareClaim 113 µs (quoted: 25 µs)
+//	EnqueueFlat last/first 1,000 see below               limit 1.5
+//
+// Read against the baselines: a batch costs about 4 bare-insert batches
+// (the TOML decoding, validation, JSON encoding and four indexes), which is
+// about 130 ms at the quoted 30 ms (target 200 ms); a claim costs about
+// 1.45 bare claims, about 36 µs at the quoted 25 µs (target 100 µs). At a
+// quieter moment (load average 2.8) the same code measured 240-260 ms per
+// batch and 84-90 µs claim p50 in absolute terms.
+//
+// Enqueue latency stays flat: enqueuing 100,000 named jobs one per
+// transaction (about 230-280 µs each here), the median latency of the last
+// 1,000 was 1.16, 1.14 and 1.40 times that of the first 1,000 in three runs
+// at load 5-6.5 (limit 1.5); the mean-based ratio is noisier (1.11, 1.77,
+// 1.62) because one run's spikes from other processes land in one window.
+// Earlier runs at load 2.8 gave mean ratios of 0.67-0.94. Every statement on
+// the enqueue path is an index lookup or an append (TestQueryPlans).
+//
+// The claim's p99 (2-8 ms here) is the WAL checkpoint that SQLite runs
+// every 1,000 written pages.
 //
 // The claim reads the partial index jobs_ready (priority DESC, created_ns,
 // rid, not_before_ns) WHERE state = 'queued' AND deps_pending = 0, in order,

@@ -52,7 +52,7 @@ type SQLiteStore struct {
 	rand   func() float64
 	closed atomic.Bool
 
-	stClaimSel, stClaimUpd, stAttemptIns, stJobIns *sql.Stmt
+	stClaimSel, stClaimUpd, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
 }
 
 var _ Store = (*SQLiteStore)(nil)
@@ -164,6 +164,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		{&s.stClaimUpd, `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid = ? RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
+		{&s.stJobIns1, insertJobsSQL(1)},
 	} {
 		if *p.st, err = s.w.PrepareContext(ctx, p.sql); err != nil {
 			s.Close()
@@ -200,7 +201,7 @@ func (s *SQLiteStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns} {
+	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns, s.stJobIns1} {
 		if st != nil {
 			st.Close()
 		}
@@ -511,9 +512,12 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 				MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
 			if n := len(args) / insertCols; n == insertChunk || i == len(p.Specs)-1 {
 				var err error
-				if n == insertChunk {
+				switch n {
+				case insertChunk:
 					_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args...)
-				} else {
+				case 1:
+					_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, args...)
+				default:
 					_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
 				}
 				if err != nil {
