@@ -239,7 +239,7 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 		var err error
 		in, err = h.newInstance(callCtx, cancel)
 		if err != nil {
-			return nil, in.stderr.String(), fmt.Errorf("_initialize: %w", h.classify(ctx, callCtx, err, in.stdout, in.lim))
+			return nil, in.stderr.String(), fmt.Errorf("%w (in _initialize)", h.classify(ctx, callCtx, err, in.stdout, in.lim))
 		}
 	}
 	in.stdout.reset(cancel)
