@@ -149,8 +149,9 @@ type Store interface {
 	AttemptFinish(ctx context.Context, p *AttemptFinishParams) (Job, error)
 	// JobCancel cancels a queued job (it never starts, dependents fail) or
 	// flags a running one (CancelRequested; the worker stops it and reports
-	// OutcomeCanceled). Canceling a canceled job is a no-op; any other
-	// finished job returns ErrWrongState.
+	// OutcomeCanceled; an attempt that succeeds anyway leaves the job
+	// succeeded). Canceling a canceled job is a no-op; any other finished
+	// job returns ErrWrongState.
 	JobCancel(ctx context.Context, ref string) (Job, error)
 	// JobRetry re-queues a failed, denied or canceled job with a fresh
 	// budget of Spec.Retries+1 attempts (its history is kept). ErrWrongState
