@@ -237,6 +237,7 @@ func (s *SQLiteStore) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // Hot statements (TestQueryPlans checks their plans use indexes).
 const (
 	claimSQL     = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimIDsSQL  = `SELECT j.rid FROM json_each(?) AS w CROSS JOIN jobs AS j ON j.id = w.value WHERE j.state = 'queued' AND j.deps_pending = 0 AND j.not_before_ns <= ? ORDER BY j.priority DESC, j.created_ns, j.rid LIMIT ?`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
 	failSQL      = `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
 			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?) RETURNING rid, id, name`
@@ -671,7 +672,17 @@ func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, e
 	var out []Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		rows, err := tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, now, limit)
+		var rows *sql.Rows
+		var err error
+		if len(p.JobIDs) > 0 {
+			ids, jerr := json.Marshal(p.JobIDs)
+			if jerr != nil {
+				return fmt.Errorf("queue: claim: %w", jerr)
+			}
+			rows, err = tx.QueryContext(ctx, claimIDsSQL, string(ids), now, limit)
+		} else {
+			rows, err = tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, now, limit)
+		}
 		if err != nil {
 			return fmt.Errorf("queue: claim: %w", err)
 		}

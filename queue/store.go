@@ -191,6 +191,10 @@ type JobClaimParams struct {
 	WorkerID string        // required; owner of the leases
 	Limit    int           // at most this many jobs; <= 0 means 1
 	Lease    time.Duration // lease length; <= 0 means LeaseDefault
+	// JobIDs, when not empty, restricts the claim to these jobs (still only
+	// those that are ready: queued, dependencies met, past NotBefore). Used
+	// by `paddock run` to claim the job it just enqueued.
+	JobIDs []string
 }
 
 // LeaseExtendParams renews leases.

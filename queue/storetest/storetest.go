@@ -230,6 +230,23 @@ func Exercise(t *testing.T, open Opener) {
 		require.ErrorIs(t, err, queue.ErrNotFound)
 	})
 
+	t.Run("ClaimByID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.enqueue(t, queue.Spec{Name: "high", Command: []string{"true"}, Priority: 9})
+		mine := b.enqueue(t, queue.Spec{Name: "mine", Command: []string{"true"}},
+			queue.Spec{Name: "later", Command: []string{"true"}, After: []string{"mine"}})
+		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 5, JobIDs: []string{mine[1].ID, mine[0].ID}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"mine"}, names(got), "only the named jobs, and only those that are ready")
+		got, err = b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", JobIDs: []string{mine[0].ID, "0000000000000000"}})
+		require.NoError(t, err)
+		require.Empty(t, got, "a running job is not claimed twice; an unknown id is no error")
+		got, err = b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 5})
+		require.NoError(t, err)
+		require.Equal(t, []string{"high"}, names(got))
+	})
+
 	t.Run("ClaimOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
