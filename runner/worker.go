@@ -235,12 +235,7 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 		delete(w.inflight, j.ID)
 		w.mu.Unlock()
 	}()
-	attempt := len(j.Attempts)
-	if attempt > 0 {
-		attempt = j.Attempts[attempt-1].Number
-	} else {
-		attempt = 1
-	}
+	attempt := j.AttemptCount // JobClaim started this attempt
 	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
 	log.Info("claimed")
 	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: w.o.ID})

@@ -404,7 +404,7 @@ func TestE2EKill9WorkerMidBatchLosesNothing(t *testing.T) {
 	require.Greater(t, interrupted, 0, "the crash interrupted running jobs, and their attempts are recorded")
 }
 
-func testE2ERunForegroundExitStatus(t *testing.T) {
+func TestE2ERunForegroundExitStatus(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, "")
 	job := b.writeJob("one.toml", `
@@ -443,4 +443,29 @@ comand = ["true"]
 
 	_, errOut, code = b.run("--config", filepath.Join(b.dir, "missing.toml"), "ls")
 	require.Equal(t, 2, code, "an explicit --config that does not exist is a usage error: %s", errOut)
+}
+
+func TestE2ERetriesKeepEveryAttempt(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	job := b.writeJob("retry.toml", `
+name = "flaky"
+mode = "read_only"
+retries = 1
+backoff = "10ms"
+command = "echo attempt $PADDOCK_ATTEMPT; exit 1"
+`)
+	_, errOut, code := b.run("run", job)
+	require.Equal(t, 1, code, errOut)
+	s := b.show("flaky")
+	require.Equal(t, "failed", s.State)
+	require.Len(t, s.Attempts, 2)
+	require.Equal(t, 1, s.Attempts[0].Number)
+	require.Equal(t, 2, s.Attempts[1].Number)
+	require.NotEqual(t, s.Attempts[0].StdoutPath, s.Attempts[1].StdoutPath)
+	for n := 1; n <= 2; n++ {
+		out, _, code := b.run("logs", "--attempt", strconv.Itoa(n), "flaky")
+		require.Equal(t, 0, code)
+		require.Equal(t, fmt.Sprintf("attempt %d\n", n), out)
+	}
 }

@@ -74,7 +74,7 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 	root.AddCommand(
 		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
 		newSubmitCommand(gopts),
-		// newRunCommand(gopts), -- pending JobClaimParams.JobIDs
+		newRunCommand(gopts),
 		newWorkerCommand(gopts),
 		newLsCommand(gopts),
 		newShowCommand(gopts),

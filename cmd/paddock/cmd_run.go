@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"paddock/queue"
+	"paddock/runner"
+	"paddock/sandbox"
+)
+
+// Exit statuses of `paddock run` when the job did not exit by itself;
+// README.md ("Exit codes") documents them.
+const (
+	exitRunTimeout      = 124 // the job timed out and was stopped (as timeout(1))
+	exitRunnerFailed    = 125 // the sandbox or the runner failed; the command never ran
+	exitDenied          = 126 // a hook denied the job; it never ran
+	exitCanceled        = 130 // canceled (Ctrl-C or paddock cancel) while running
+	exitSignalBase      = 128 // + signal number when the job was killed by a signal
+	runHeartbeatDivisor = 3
+)
+
+func newRunCommand(gopts *GlobalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run FILE|-",
+		Short: "Run one job now, in the foreground, through the same hooks and sandbox; exit with its status",
+		Long: `Run one job now, in the foreground: it is enqueued and recorded like any
+other job, decided by the same hook chain, confined by the same sandbox, and
+its output streams to the terminal while it is logged. The file must hold
+exactly one job. Retries follow the job's policy, in the foreground.
+
+Exit status: the job's own; 128+N when killed by signal N; 124 timed out;
+125 the runner or sandbox failed (the command never ran); 126 denied by a
+hook; 130 canceled (Ctrl-C cancels the job and records it as canceled).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(cmd.Context(), cmd, gopts, args[0])
+		},
+	}
+}
+
+func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file string) error {
+	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	if n := len(files[0].specs); n != 1 {
+		return usagef("%s: paddock run takes a file with exactly one job, this one has %d (use paddock submit)", file, n)
+	}
+	if files[0].specs[0].Schedule != "" {
+		return usagef("%s: the job has a schedule; paddock run runs one-off jobs (use paddock submit)", file)
+	}
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	probe, probeErr := sandbox.Probe(ctx)
+	chain, err := a.newChain(ctx)
+	if err != nil {
+		return err
+	}
+	defer chain.Close(context.Background())
+	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr}
+
+	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path})
+	if err != nil {
+		return err
+	}
+	id := jobs[0].ID
+	fmt.Fprintf(os.Stderr, "paddock: job %s\n", id)
+	host, _ := os.Hostname()
+	workerID := fmt.Sprintf("%s:%d:run", host, os.Getpid())
+	lease := a.cfg.Lease.Duration
+
+	// Ctrl-C cancels the job (recorded as canceled), it does not abandon it.
+	cancel := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		close(cancel)
+	}()
+	for {
+		claimed, err := a.store.JobClaim(context.Background(), &queue.JobClaimParams{WorkerID: workerID, Limit: 1, Lease: lease, JobIDs: []string{id}})
+		if err != nil {
+			return err
+		}
+		if len(claimed) == 0 {
+			j, err := a.store.JobGet(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			if isFinal(j.State) {
+				return runExit(j)
+			}
+			if j.State == queue.StateRunning {
+				return fmt.Errorf("job %s was claimed by %s", id, j.LeaseOwner)
+			}
+			wait := time.Until(j.NotBefore)
+			if wait < 100*time.Millisecond {
+				wait = 100 * time.Millisecond
+			}
+			fmt.Fprintf(os.Stderr, "paddock: waiting %s before the next attempt (%s)\n", wait.Round(time.Millisecond), j.Reason)
+			select {
+			case <-cancel:
+				if _, err := a.store.JobCancel(context.Background(), id); err != nil {
+					return err
+				}
+				return &exitCodeError{code: exitCanceled, err: fmt.Errorf("job %s canceled", id)}
+			case <-time.After(wait):
+			}
+			continue
+		}
+		j := claimed[0]
+		attempt := j.AttemptCount // JobClaim started this attempt
+		hbStop := make(chan struct{})
+		go func() { // heartbeat: keep the lease while the job runs
+			t := time.NewTicker(lease / runHeartbeatDivisor)
+			defer t.Stop()
+			for {
+				select {
+				case <-hbStop:
+					return
+				case <-t.C:
+					ids, err := a.store.LeaseExtend(context.Background(), &queue.LeaseExtendParams{WorkerID: workerID, JobIDs: []string{id}, Lease: lease})
+					if err == nil && len(ids) > 0 {
+						select {
+						case <-cancel:
+						default:
+							fmt.Fprintf(os.Stderr, "paddock: cancel requested\n")
+						}
+					}
+				}
+			}
+		}()
+		att := ex.Execute(context.Background(), runner.ExecParams{Job: j, Attempt: attempt, Cancel: cancel, Stdout: os.Stdout, Stderr: os.Stderr})
+		close(hbStop)
+		att.WorkerID = workerID
+		rec, err := a.store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: id, WorkerID: workerID, Attempt: att})
+		if err != nil {
+			return err
+		}
+		if att.Outcome != queue.OutcomeSucceeded {
+			fmt.Fprintf(os.Stderr, "paddock: attempt %d %s: %s\n", attempt, att.Outcome, att.Reason)
+		}
+		if isFinal(rec.State) {
+			return runExit(rec)
+		}
+	}
+}
+
+// runExit maps a final job to run's exit status.
+func runExit(j queue.Job) error {
+	if j.State == queue.StateSucceeded {
+		return nil
+	}
+	var at queue.Attempt
+	if n := len(j.Attempts); n > 0 {
+		at = j.Attempts[n-1]
+	}
+	err := fmt.Errorf("job %s %s: %s", j.ID, j.State, j.Reason)
+	switch {
+	case j.State == queue.StateDenied:
+		return &exitCodeError{code: exitDenied, err: err}
+	case j.State == queue.StateCanceled:
+		return &exitCodeError{code: exitCanceled, err: err}
+	case at.Outcome == queue.OutcomeTimeout:
+		return &exitCodeError{code: exitRunTimeout, err: err}
+	case at.Outcome == queue.OutcomeRunnerFailed:
+		return &exitCodeError{code: exitRunnerFailed, err: err}
+	case at.Signal != "":
+		if n := signalNumber(at.Signal); n > 0 {
+			return &exitCodeError{code: exitSignalBase + n, err: err}
+		}
+	case at.ExitCode != nil && *at.ExitCode > 0:
+		return &exitCodeError{code: *at.ExitCode, err: nil}
+	}
+	return &exitCodeError{code: exitFailure, err: err}
+}
+
+// signalNumber maps "SIGKILL" to 9; 0 when unknown.
+func signalNumber(name string) int { return int(unix.SignalNum(name)) }
