@@ -98,7 +98,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	confined := mode != sandbox.ModeDangerFullAccess
 	if confined && e.ProbeErr != nil {
-		return finish(queue.OutcomeRunnerFailed, "not run: the sandbox is unusable on this host, and a "+string(mode)+" job never runs unconfined: "+e.ProbeErr.Error())
+		return finish(queue.OutcomeRunnerFailed, e.unusableReason(mode))
 	}
 	argv, err := sandbox.Confine(final.Argv, policy)
 	if err != nil {
@@ -153,6 +153,21 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeCanceled, "canceled while running; stopped")
 	}
 	return finish(string(c.Outcome), c.Reason)
+}
+
+// unusableReason explains why a confined job did not run on a host where
+// the probe found bwrap unusable: the probe's error, bwrap's own line and
+// the hint, so `paddock show` tells the whole story.
+func (e *Executor) unusableReason(mode sandbox.Mode) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not run: the sandbox is unusable on this host, and a %s job never runs unconfined: %v", mode, e.ProbeErr)
+	if e.Probe.BwrapLine != "" && !strings.Contains(e.ProbeErr.Error(), e.Probe.BwrapLine) {
+		fmt.Fprintf(&b, "; bwrap said: %s", e.Probe.BwrapLine)
+	}
+	if e.Probe.Hint != "" {
+		fmt.Fprintf(&b, " (hint: %s)", e.Probe.Hint)
+	}
+	return b.String()
 }
 
 func (e *Executor) now() time.Time {

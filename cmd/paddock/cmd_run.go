@@ -144,12 +144,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		if err != nil {
 			return err
 		}
-		if att.Outcome != queue.OutcomeSucceeded {
-			fmt.Fprintf(os.Stderr, "paddock: attempt %d %s: %s\n", attempt, att.Outcome, att.Reason)
-		}
 		if isFinal(rec.State) {
 			return runExit(rec)
 		}
+		fmt.Fprintf(os.Stderr, "paddock: attempt %d %s: %s\n", attempt, att.Outcome, att.Reason)
 	}
 }
 

@@ -469,3 +469,47 @@ command = "echo attempt $PADDOCK_ATTEMPT; exit 1"
 		require.Equal(t, fmt.Sprintf("attempt %d\n", n), out)
 	}
 }
+
+// A host where bwrap refuses to build a sandbox: the worker still runs
+// danger_full_access jobs, and every confined job fails closed with the
+// probe's explanation, never running unconfined. The refusal is a stand-in
+// bwrap on PATH that answers as bwrap does on a host without unprivileged
+// user namespaces (a failure this machine cannot produce for real).
+func TestE2EUnusableSandboxFailsClosed(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	fakeDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(fakeDir, "bwrap"), []byte("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.8.0'; exit 0; fi\n"+
+		"echo 'bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"), 0o755))
+	ws := t.TempDir()
+	job := b.writeJob("mixed.toml", fmt.Sprintf(`
+[defaults]
+workspace = %q
+
+[[job]]
+name = "confined"
+mode = "workspace_write"
+command = ["/bin/sh", "-c", "echo ran > confined-ran"]
+
+[[job]]
+name = "unconfined"
+mode = "danger_full_access"
+command = ["/bin/sh", "-c", "echo ran > unconfined-ran"]
+`, ws))
+	b.submit(job)
+	c := b.cmd(context.Background(), "worker", "--drain")
+	c.Env = append(c.Env, "PATH="+fakeDir+":/usr/bin:/bin")
+	out, err := c.CombinedOutput()
+	require.Error(t, err, "a confined job failed, so --drain exits 1: %s", out)
+	require.Contains(t, string(out), "sandbox unusable")
+
+	confined := b.show("confined")
+	require.Equal(t, "failed", confined.State)
+	require.Equal(t, "runner_failed", confined.Attempts[0].Outcome)
+	require.Contains(t, confined.Attempts[0].Reason, "never runs unconfined")
+	require.Contains(t, confined.Attempts[0].Reason, "No permissions to create a new namespace")
+	require.NoFileExists(t, filepath.Join(ws, "confined-ran"), "the confined job must not run at all")
+
+	require.Equal(t, "succeeded", b.show("unconfined").State)
+	require.FileExists(t, filepath.Join(ws, "unconfined-ran"))
+}
