@@ -8,8 +8,8 @@
 //
 // The package never runs a job, evaluates a hook or touches a sandbox: the
 // runner claims jobs, does the work and reports each attempt with
-// [Store.AttemptFinish]. It does not interpret Spec.Schedule (stored for the
-// scheduler) and does not expand "~" or environment variables in paths.
+// [Store.AttemptFinish]. It does not expand "~" or environment variables
+// in paths.
 //
 // # Concurrency
 //
@@ -89,6 +89,40 @@
 // Every commit writes the "-wal" file beside the database, so a worker can
 // watch that file (inotify) and claim when it changes instead of polling
 // fast; a slow poll (a few seconds) remains a good fallback.
+//
+// # Schedules
+//
+// A spec with Spec.Schedule is a schedule, not a job: [Store.JobEnqueue]
+// stores it as one (upserting by name, in the batch's transaction) and
+// [Store.ScheduleTick], which every worker calls, enqueues one instance per
+// tick: an ordinary job named "<schedule>-<tick YYYYMMDDTHHMMSSZ, UTC>",
+// labelled schedule=<name> and schedule_tick=<tick RFC 3339>. Expressions
+// are parsed by [ParseCron] (github.com/netresearch/go-cron) and next
+// times computed by [Cron.Next] in Spec.Timezone (UTC by default):
+//
+//   - Daylight-saving time: a wall-clock time that does not exist runs
+//     once, at the first instant after the gap; one that happens twice runs
+//     once, at its first occurrence. @every D ticks at multiples of D since
+//     the Unix epoch, whatever the zone.
+//   - Exactly once: ScheduleTick decides each (schedule, tick) once, in one
+//     transaction; the decision log's primary key is (schedule, tick), so
+//     several workers on one store never make two instances of a tick.
+//   - Overlap (Spec.Overlap): a tick whose previous instance is still
+//     queued or running is skipped ([OverlapSkip], the default), waits for
+//     it ([OverlapQueue], at most one waiting tick), or runs anyway
+//     ([OverlapAllow]).
+//   - Missed runs: only the newest due tick can get an instance; older due
+//     ticks (no worker was running) are recorded as [DecisionMissed], one
+//     record per outage. The newest is on time when at most
+//     [ScheduleOnTime] late. After missed ticks, or when late,
+//     [MissedRunOnce] (the default) runs it once as [DecisionCaughtUp] if
+//     it is at most Spec.MissedGrace ([MissedGraceDefault]) late;
+//     [MissedSkip] records it as missed. Never a burst.
+//   - Paused schedules decide nothing; resuming starts from the next tick
+//     after now (the paused ticks are not "missed").
+//
+// Every decision is recorded ([Store.ScheduleDecisionList]); JobPrune
+// deletes decisions older than the retention.
 //
 // # Performance
 //

@@ -34,9 +34,14 @@ type Spec struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Hooks     []string          `json:"hooks,omitempty"`    // extra (optional) hook names
 	After     []string          `json:"after,omitempty"`    // names or ids of jobs that must succeed first
-	Schedule  string            `json:"schedule,omitempty"` // stored for the scheduler; not interpreted here
-	Timezone  string            `json:"timezone,omitempty"` // IANA name checked with time.LoadLocation
-	Line      int               `json:"line,omitempty"`     // line where the job starts in its file (for messages); 0 = unknown
+	Schedule  string            `json:"schedule,omitempty"` // cron expression (ParseCron); "" = a one-off job
+	Timezone  string            `json:"timezone,omitempty"` // IANA name checked with time.LoadLocation; "" = UTC
+	// Overlap, Missed and MissedGrace apply to schedules only; see
+	// OverlapSkip, MissedRunOnce and MissedGraceDefault for the defaults.
+	Overlap     string        `json:"overlap,omitempty"`      // skip | queue | allow; "" = skip
+	Missed      string        `json:"missed,omitempty"`       // run_once | skip; "" = run_once
+	MissedGrace time.Duration `json:"missed_grace,omitempty"` // 0 = MissedGraceDefault (1h)
+	Line        int           `json:"line,omitempty"`         // line where the job starts in its file (for messages); 0 = unknown
 }
 
 // Modes the queue accepts in Spec.Mode (the sandbox package owns their meaning).
@@ -242,7 +247,7 @@ func (p *parser) at(s scope, key, msg string) {
 	p.add(p.keyLine(s.path(key)), s.label(), key, msg)
 }
 
-var fieldNames = []string{"name", "command", "cwd", "workspace", "mode", "network", "writable", "env", "timeout", "retries", "backoff", "priority", "labels", "hooks", "after", "schedule", "timezone"}
+var fieldNames = []string{"name", "command", "cwd", "workspace", "mode", "network", "writable", "env", "timeout", "retries", "backoff", "priority", "labels", "hooks", "after", "schedule", "timezone", "overlap", "missed", "missed_grace"}
 
 func (p *parser) file2specs(raw map[string]any) []Spec {
 	top := scope{}
@@ -309,6 +314,19 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 // checkBatch finds duplicate names and dependency cycles within a batch.
 func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
 	first := map[string]int{}
+	scheduled := map[string]bool{}
+	for _, s := range specs {
+		if s.Schedule != "" {
+			scheduled[s.Name] = true
+		}
+	}
+	for i, s := range specs {
+		for _, a := range s.After {
+			if scheduled[a] {
+				p.add(p.keyLine("job."+strconv.Itoa(i)+".after"), "job "+strconv.Quote(s.Name), "after", fmt.Sprintf("%q is a schedule in this file, not a job: wait for one of its instances by id instead", a))
+			}
+		}
+	}
 	for _, s := range specs {
 		if s.Name == "" {
 			continue
@@ -388,6 +406,9 @@ const (
 	fAfter
 	fSchedule
 	fTimezone
+	fOverlap
+	fMissed
+	fMissedGrace
 )
 
 // fieldSet is one table's typed values: spec holds the fields whose bit is
@@ -590,11 +611,41 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 			if !ok {
 				continue
 			}
-			if strings.TrimSpace(s) == "" || strings.ContainsRune(s, 0) {
-				p.at(sc, k, "expected a non-empty schedule string")
+			if _, err := ParseCron(s); err != nil {
+				p.at(sc, k, strings.TrimPrefix(err.Error(), "queue: "))
 				continue
 			}
-			out.Schedule, fs.set = s, fs.set|fSchedule
+			out.Schedule, fs.set = strings.TrimSpace(s), fs.set|fSchedule
+		case "overlap", "missed":
+			s, ok := p.str(sc, k, v)
+			if !ok {
+				continue
+			}
+			allowed := overlapPolicies
+			if k == "missed" {
+				allowed = missedPolicies
+			}
+			if !slices.Contains(allowed, s) {
+				p.at(sc, k, fmt.Sprintf("unknown policy %q: expected one of %s%s", s, strings.Join(allowed, ", "), didYouMean(s, allowed)))
+				continue
+			}
+			if k == "overlap" {
+				out.Overlap, fs.set = s, fs.set|fOverlap
+			} else {
+				out.Missed, fs.set = s, fs.set|fMissed
+			}
+		case "missed_grace":
+			s, ok := v.(string)
+			if !ok {
+				p.at(sc, k, `expected a duration string like "30m" or "2h", got `+typeName(v))
+				continue
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				p.at(sc, k, fmt.Sprintf(`invalid duration %q: expected a positive Go duration like "30m" or "2h"`, s))
+				continue
+			}
+			out.MissedGrace, fs.set = d, fs.set|fMissedGrace
 		case "timezone":
 			s, ok := p.str(sc, k, v)
 			if !ok {
@@ -670,6 +721,15 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		if has(fTimezone) {
 			s.Timezone = d.Timezone
 		}
+		if has(fOverlap) {
+			s.Overlap = d.Overlap
+		}
+		if has(fMissed) {
+			s.Missed = d.Missed
+		}
+		if has(fMissedGrace) {
+			s.MissedGrace = d.MissedGrace
+		}
 		// env and labels merge key by key; the job's values win.
 		if defaults.set&fEnv != 0 {
 			m := maps.Clone(d.Env)
@@ -692,7 +752,21 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		p.at(sc, "after", fmt.Sprintf("job %q cannot wait for itself", s.Name))
 		return s, false
 	}
-	return s, true
+	ok := true
+	for _, e := range scheduleProblems(&s, own.set&(fOverlap|fMissed|fMissedGrace) != 0) {
+		line := line
+		if e.key != "" {
+			if l := p.keyLine(sc.path(e.key)); l > 0 {
+				line = l
+			}
+		}
+		p.add(line, sc.label(), e.key, e.msg)
+		ok = false
+	}
+	if s.Schedule == "" { // policies inherited from [defaults] do not apply to one-off jobs
+		s.Overlap, s.Missed, s.MissedGrace = "", "", 0
+	}
+	return s, ok
 }
 
 func (p *parser) hadError(label, key string) bool {
@@ -898,6 +972,9 @@ func validateSpecs(file string, specs []Spec) error {
 			if a == "" || a == s.Name {
 				bad("after", fmt.Sprintf("invalid dependency %q: expected the name or id of another job", a))
 			}
+		}
+		for _, e := range scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0)) {
+			bad(e.key, e.msg)
 		}
 		if s.Timezone != "" && !zones[s.Timezone] {
 			if _, err := time.LoadLocation(s.Timezone); err != nil {

@@ -35,8 +35,8 @@ cwd = "/abs/dir"
 [[job]]
 name = "test"
 command = ["go", "test", "./..."]
-after = ["build"]
 hooks = ["no-curl"]
+overlap = "queue"
 schedule = "@daily"
 timezone = "Europe/Paris"
 retries = 0
@@ -54,7 +54,7 @@ retries = 0
 	require.Equal(t, queue.Spec{
 		Name: "test", Command: []string{"go", "test", "./..."}, Mode: "workspace_write", Writable: []string{"/srv/jobs/cache"},
 		Env: map[string]string{"A": "1", "B": "x"}, Retries: 0, Backoff: 5 * time.Second, Labels: map[string]string{"team": "web"},
-		Hooks: []string{"no-curl"}, After: []string{"build"}, Schedule: "@daily", Timezone: "Europe/Paris", Line: 20,
+		Hooks: []string{"no-curl"}, Schedule: "@daily", Timezone: "Europe/Paris", Overlap: "queue", Line: 20,
 	}, specs[1])
 	// defaults are not shared between jobs
 	specs[0].Env["A"] = "changed"
@@ -127,7 +127,7 @@ func TestParseErrors(t *testing.T) {
 		{"after self", job("after = [\"j\"]\n"), 4, "after", "cannot wait for itself"},
 		{"after cycle", "[[job]]\nname = \"a\"\ncommand = \"x\"\nafter = [\"b\"]\n[[job]]\nname = \"b\"\ncommand = \"x\"\nafter = [\"a\"]\n", 4, "after", "dependency cycle: a -> b -> a"},
 		{"hooks wrong element", job("hooks = [\"a\", 2]\n"), 4, "hooks", "element 2 is integer"},
-		{"schedule empty", job("schedule = \"\"\n"), 4, "schedule", "non-empty schedule"},
+		{"schedule empty", job("schedule = \"\"\n"), 4, "schedule", "empty schedule"},
 		{"timezone unknown", job("timezone = \"Mars/Olympus\"\n"), 4, "timezone", `unknown time zone "Mars/Olympus"`},
 		{"timezone wrong type", job("timezone = 2\n"), 4, "timezone", "expected a string"},
 		{"date value", job("timeout = 1979-05-27\n"), 4, "timeout", "got date/time"},

@@ -34,7 +34,7 @@ type SQLiteOptions struct {
 const BusyTimeoutDefault = 10 * time.Second
 
 // SchemaVersion is the schema the store writes (PRAGMA user_version).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // SQLiteStore is the embedded Store: one SQLite file in WAL mode, shared
 // safely by many goroutines and many processes on one machine (not over a
@@ -187,7 +187,7 @@ func (s *SQLiteStore) migrate(ctx context.Context) error {
 	if v > SchemaVersion {
 		return fmt.Errorf("schema version %d is newer than this paddock (%d)", v, SchemaVersion)
 	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+scheduleSchema); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(SchemaVersion)); err != nil {
@@ -387,6 +387,7 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 	if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
 		return nil, verr
 	}
+	p, scheduled := splitScheduled(p) // p now holds the one-off jobs only
 	now := s.now()
 	specJSON := make([][]byte, len(p.Specs))
 	for i := range p.Specs {
@@ -404,6 +405,14 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 	}
 	jobs := make([]Job, len(p.Specs))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if len(scheduled.Specs) > 0 {
+			if _, err := s.scheduleUpsertTx(ctx, tx, scheduled, now); err != nil {
+				return err
+			}
+		}
+		if len(p.Specs) == 0 {
+			return nil
+		}
 		var errs []FieldError
 		inUse := false
 		fe := func(sp Spec, i int, key, msg string) {
@@ -1144,7 +1153,7 @@ func (s *SQLiteStore) JobPrune(ctx context.Context, p *JobPruneParams) (int, err
 				return fmt.Errorf("queue: prune: %w", err)
 			}
 		}
-		return nil
+		return pruneScheduleDecisions(ctx, tx, cutoff)
 	})
 	return n, err
 }

@@ -128,6 +128,7 @@ type Job struct {
 //   - ErrLeaseLost: AttemptFinish from a worker that no longer holds the lease.
 //   - ErrWrongState: the operation does not apply in the job's state.
 //   - ErrNotImplemented: the store lacks an optional feature.
+//   - ErrScheduleNotFound: no schedule has that name.
 type Store interface {
 	// JobEnqueue stores a batch in one transaction: every spec or none.
 	JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error)
@@ -173,15 +174,51 @@ type Store interface {
 	// JobCounts returns the number of jobs in each state (every state is a key).
 	JobCounts(ctx context.Context) (map[JobState]int, error)
 	// JobPrune deletes finished jobs that finished more than p.OlderThan ago,
-	// with their attempts, and returns how many it deleted.
+	// with their attempts, and returns how many it deleted. It also deletes
+	// schedule decisions recorded more than p.OlderThan ago (except a
+	// waiting DecisionDeferred).
 	JobPrune(ctx context.Context, p *JobPruneParams) (int, error)
+	// ScheduleUpsert creates or updates (by name) the schedules in
+	// p.Specs, in one transaction, and returns them. Every spec needs
+	// Schedule and Name. An update keeps the schedule's paused state, and
+	// its next run unless the expression or the time zone changed (then the
+	// next run is the first tick after now). JobEnqueue does the same for
+	// the scheduled specs of its batch, in its transaction.
+	ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) ([]Schedule, error)
+	// ScheduleGet returns one schedule by name. ErrScheduleNotFound.
+	ScheduleGet(ctx context.Context, name string) (Schedule, error)
+	// ScheduleList returns the schedules matching p, by name.
+	ScheduleList(ctx context.Context, p *ScheduleListParams) ([]Schedule, error)
+	// SchedulePause stops a schedule's ticks: none is decided or recorded
+	// while it is paused. Pausing a paused schedule is a no-op.
+	// ErrScheduleNotFound.
+	SchedulePause(ctx context.Context, name string) (Schedule, error)
+	// ScheduleResume restarts a paused schedule from the first tick after
+	// now (the ticks of the pause are not missed runs: none is caught up).
+	// Resuming a running schedule is a no-op. ErrScheduleNotFound.
+	ScheduleResume(ctx context.Context, name string) (Schedule, error)
+	// ScheduleDelete removes a schedule and its decision log; its
+	// instances stay, as ordinary jobs. ErrScheduleNotFound.
+	ScheduleDelete(ctx context.Context, name string) error
+	// ScheduleTick decides every due tick of every schedule that is not
+	// paused, at the store's clock, in one transaction: it enqueues
+	// instances and records decisions (see the Decision* constants and the
+	// package documentation, "Schedules"). Each (schedule, tick) is decided
+	// exactly once, however many workers call it at once.
+	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (ScheduleTickResult, error)
+	// ScheduleDecisionList returns recorded decisions, newest first.
+	ScheduleDecisionList(ctx context.Context, p *ScheduleDecisionListParams) ([]ScheduleDecision, error)
 	// Close releases the store. Calls after Close fail.
 	Close() error
 }
 
 // JobEnqueueParams is a batch to enqueue.
 type JobEnqueueParams struct {
-	Specs      []Spec // from Parse; validated again by the store
+	// Specs from Parse; validated again by the store. A spec with a
+	// Schedule is stored as a schedule (ScheduleUpsert), in the same
+	// transaction as the jobs; JobEnqueue returns the jobs of the other
+	// specs only, in order.
+	Specs      []Spec
 	Source     string // the submitted TOML verbatim, kept with every job of the batch
 	SourcePath string // where it came from; "" for stdin
 }
@@ -283,6 +320,8 @@ var (
 	// ErrNotImplemented: the store does not support this feature. The
 	// contract suite accepts it where a feature is optional.
 	ErrNotImplemented = errors.New("queue: not implemented")
+	// ErrScheduleNotFound: no schedule has that name.
+	ErrScheduleNotFound = errors.New("queue: schedule not found")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("queue: store closed")
 )

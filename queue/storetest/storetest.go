@@ -603,6 +603,7 @@ command = "true"
 			require.Equal(t, 1, j.AttemptCount, j.Name)
 		}
 	})
+	exerciseSchedules(t, setup)
 }
 
 func names(jobs []queue.Job) []string {

@@ -1,0 +1,376 @@
+package queue
+
+import (
+	"fmt"
+	"maps"
+	"time"
+)
+
+// Schedule policies and defaults (the job-file keys overlap, missed and
+// missed_grace; README.md beside this file documents them).
+const (
+	// OverlapSkip (the default): a tick that comes while the schedule's
+	// newest instance is still queued or running is skipped and recorded.
+	OverlapSkip = "skip"
+	// OverlapQueue: such a tick waits (DecisionDeferred) and its instance
+	// is enqueued once the running one has finished. At most one tick
+	// waits; later ones are skipped while it does.
+	OverlapQueue = "queue"
+	// OverlapAllow: every tick gets an instance, whatever is running.
+	OverlapAllow = "allow"
+
+	// MissedRunOnce (the default): after ticks were missed (no worker
+	// was running), one catch-up instance runs for the newest missed tick
+	// if it is at most MissedGrace old; the others are recorded as missed.
+	MissedRunOnce = "run_once"
+	// MissedSkip: missed ticks get no instance; they are recorded.
+	MissedSkip = "skip"
+
+	// MissedGraceDefault is Spec.MissedGrace's default.
+	MissedGraceDefault = time.Hour
+	// ScheduleOnTime is how late a tick may be handled and still count as
+	// on time rather than missed (workers look at least every second).
+	ScheduleOnTime = time.Minute
+	// MaxScheduleNameLen is the longest schedule name, in bytes: instance
+	// names add "-YYYYMMDDTHHMMSSZ" and must fit in MaxNameLen.
+	MaxScheduleNameLen = MaxNameLen - len("-20060102T150405Z")
+	// ScheduleLabel is the label every instance carries, set to the
+	// schedule's name: `paddock ls --label schedule=NAME` lists them.
+	ScheduleLabel = "schedule"
+	// ScheduleTickLabel is the label set to the instance's tick (RFC 3339, UTC).
+	ScheduleTickLabel = "schedule_tick"
+)
+
+var (
+	overlapPolicies = []string{OverlapSkip, OverlapQueue, OverlapAllow}
+	missedPolicies  = []string{MissedRunOnce, MissedSkip}
+)
+
+// Decisions recorded for schedule ticks (ScheduleDecision.Decision).
+const (
+	// DecisionFired: the tick got an instance on time (or, for a deferred
+	// tick, once the previous instance finished).
+	DecisionFired = "fired"
+	// DecisionCaughtUp: the one catch-up instance after missed ticks
+	// (missed = "run_once", within missed_grace).
+	DecisionCaughtUp = "caught_up"
+	// DecisionMissed: ticks that passed with no worker running got no
+	// instance. One record covers a whole outage (Count ticks from Tick).
+	DecisionMissed = "missed"
+	// DecisionSkippedOverlap: the previous instance was still queued or
+	// running (overlap = "skip", or "queue" with a tick already waiting).
+	DecisionSkippedOverlap = "skipped_overlap"
+	// DecisionDeferred: overlap = "queue"; the tick waits for the running
+	// instance. It becomes DecisionFired when its instance is enqueued.
+	DecisionDeferred = "deferred"
+)
+
+// Schedule is a stored schedule: a job spec with a cron expression. The
+// scheduler (Store.ScheduleTick) enqueues one instance per tick, an
+// ordinary job named "<name>-<tick as YYYYMMDDTHHMMSSZ, UTC>" with the
+// labels ScheduleLabel and ScheduleTickLabel.
+type Schedule struct {
+	Name       string
+	Spec       Spec   // as submitted; Spec.Schedule is the expression
+	Source     string // the submitted file's text
+	SourcePath string // "" for stdin or Go callers
+	Paused     bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time // last upsert, pause or resume
+	// NextRun is the next tick the scheduler will decide; zero while paused.
+	NextRun time.Time
+	// LastRun is the tick of the newest instance; zero when none yet.
+	LastRun time.Time
+	// LastJobID is the newest instance's id; "" when none yet.
+	LastJobID string
+	// LastJobState is that job's state; "" when none or pruned.
+	LastJobState JobState
+	// LastDecision is the newest recorded decision; nil when none.
+	LastDecision *ScheduleDecision
+}
+
+// Location returns the schedule's time zone (UTC when Spec.Timezone is
+// empty or, which validation prevents, unknown).
+func (s *Schedule) Location() *time.Location { return specLocation(&s.Spec) }
+
+// ScheduleDecision is one recorded scheduler decision about one tick.
+type ScheduleDecision struct {
+	Schedule string
+	Tick     time.Time // the tick decided (for DecisionMissed, the first missed one)
+	Decision string    // one of the Decision* constants
+	Count    int       // ticks covered: 1, or how many a DecisionMissed record covers (capped at 10,000)
+	JobID    string    // the instance, for fired and caught_up; "" otherwise
+	At       time.Time // when the decision was made (store clock)
+	WorkerID string    // who made it
+	Detail   string    // human text
+}
+
+// ScheduleUpsertParams is a batch of scheduled specs to create or update.
+type ScheduleUpsertParams struct {
+	Specs      []Spec // every one with Schedule and Name set
+	Source     string
+	SourcePath string
+}
+
+// ScheduleListParams filters ScheduleList. The zero value lists all.
+type ScheduleListParams struct {
+	NameGlob string // shell glob on the name; "" = any
+}
+
+// ScheduleTickParams identifies the scheduler.
+type ScheduleTickParams struct {
+	WorkerID string // recorded with each decision; required
+}
+
+// ScheduleTickResult is what one ScheduleTick did.
+type ScheduleTickResult struct {
+	Decisions []ScheduleDecision // made in this call, in order
+	Jobs      []Job              // instances enqueued, in order
+	// NextDue is the earliest NextRun of the schedules that are not
+	// paused: the time to call ScheduleTick again. Zero when there are none.
+	NextDue time.Time
+}
+
+// ScheduleDecisionListParams filters ScheduleDecisionList.
+type ScheduleDecisionListParams struct {
+	Schedule string // "" = every schedule
+	Limit    int    // newest first, at most this many; <= 0 = 100
+}
+
+func specLocation(s *Spec) *time.Location {
+	if s.Timezone == "" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(s.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+type keyMsg struct{ key, msg string }
+
+// scheduleProblems checks the schedule rules of one spec: a schedule needs
+// a short enough name, a valid expression, and no after; policies only go
+// with a schedule (strayPolicy: the job set one of them itself).
+func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
+	var out []keyMsg
+	if s.Schedule == "" {
+		if strayPolicy {
+			out = append(out, keyMsg{"schedule", "overlap, missed and missed_grace apply to schedules only: set schedule or remove them"})
+		}
+		return out
+	}
+	if _, err := ParseCron(s.Schedule); err != nil {
+		out = append(out, keyMsg{"schedule", err.Error()})
+	}
+	switch {
+	case s.Name == "":
+		out = append(out, keyMsg{"name", "missing: a schedule needs a name (its instances are named NAME-<tick>, and resubmitting the file updates the schedule of that name)"})
+	case len(s.Name) > MaxScheduleNameLen:
+		out = append(out, keyMsg{"name", fmt.Sprintf("schedule name longer than %d bytes (instance names add a 17-byte tick)", MaxScheduleNameLen)})
+	}
+	if len(s.After) > 0 {
+		out = append(out, keyMsg{"after", "a schedule cannot wait for other jobs: each instance starts at its tick"})
+	}
+	if s.Overlap != "" && !contains(overlapPolicies, s.Overlap) {
+		out = append(out, keyMsg{"overlap", fmt.Sprintf("unknown policy %q: expected skip, queue or allow", s.Overlap)})
+	}
+	if s.Missed != "" && !contains(missedPolicies, s.Missed) {
+		out = append(out, keyMsg{"missed", fmt.Sprintf("unknown policy %q: expected run_once or skip", s.Missed)})
+	}
+	if s.MissedGrace < 0 {
+		out = append(out, keyMsg{"missed_grace", "negative duration: expected a positive one"})
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// InstanceName returns the name of schedule's instance for tick.
+func InstanceName(schedule string, tick time.Time) string {
+	return schedule + "-" + tick.UTC().Format("20060102T150405Z")
+}
+
+// instanceSpec turns a schedule's spec into the spec of its instance for
+// tick: an ordinary job with the schedule labels and two more environment
+// variables, PADDOCK_SCHEDULE and PADDOCK_SCHEDULE_TICK (RFC 3339 in the
+// schedule's zone), unless the spec sets them.
+func instanceSpec(sched Spec, tick time.Time) Spec {
+	s := sched
+	s.Name = InstanceName(sched.Name, tick)
+	s.Schedule, s.Timezone, s.Overlap, s.Missed, s.MissedGrace, s.After = "", "", "", "", 0, nil
+	s.Labels = maps.Clone(sched.Labels)
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels[ScheduleLabel] = sched.Name
+	s.Labels[ScheduleTickLabel] = tick.UTC().Format(time.RFC3339)
+	s.Env = maps.Clone(sched.Env)
+	if s.Env == nil {
+		s.Env = map[string]string{}
+	}
+	if _, ok := s.Env["PADDOCK_SCHEDULE"]; !ok {
+		s.Env["PADDOCK_SCHEDULE"] = sched.Name
+	}
+	if _, ok := s.Env["PADDOCK_SCHEDULE_TICK"]; !ok {
+		s.Env["PADDOCK_SCHEDULE_TICK"] = tick.In(specLocation(&sched)).Format(time.RFC3339)
+	}
+	return s
+}
+
+// tickState is one schedule as the scheduler sees it.
+type tickState struct {
+	spec     Spec
+	cron     *Cron
+	next     time.Time // first tick not decided yet
+	deferred time.Time // overlap=queue tick waiting; zero = none
+	busy     string    // id of the newest instance when it is queued or running; "" otherwise
+}
+
+// plannedDecision is a decision before it is stored.
+type plannedDecision struct {
+	tick     time.Time
+	decision string
+	count    int
+	detail   string
+	instance bool // enqueue an instance for tick
+}
+
+// maxCountedTicks caps how many missed ticks are counted one by one.
+const maxCountedTicks = 10_000
+
+// planTick decides, purely, what one schedule does at now. It returns the
+// decisions in order, the new cursor and the new deferred tick.
+func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.Time) {
+	var out []plannedDecision
+	loc := specLocation(&st.spec)
+	busy := st.busy
+	deferred := st.deferred
+	if !deferred.IsZero() && busy == "" {
+		out = append(out, plannedDecision{tick: deferred, decision: DecisionFired, count: 1, instance: true,
+			detail: "waited for the previous instance, which has finished"})
+		deferred = time.Time{}
+		busy = "the instance just enqueued"
+	}
+	if st.next.After(now) {
+		return out, st.next, deferred
+	}
+	newest, count, capped := lastTickAtOrBefore(st.cron, loc, st.next, now)
+	next := st.cron.Next(now, loc)
+	if count > 1 {
+		n := fmt.Sprint(count - 1)
+		if capped {
+			n = "at least " + n
+		}
+		out = append(out, plannedDecision{tick: st.next, decision: DecisionMissed, count: count - 1,
+			detail: fmt.Sprintf("%s tick(s) from %s passed with no worker running; no instance for them", n, st.next.In(loc).Format(time.RFC3339))})
+	}
+	late := now.Sub(newest)
+	grace := st.spec.MissedGrace
+	if grace <= 0 {
+		grace = MissedGraceDefault
+	}
+	missed := st.spec.Missed
+	if missed == "" {
+		missed = MissedRunOnce
+	}
+	d := plannedDecision{tick: newest, count: 1}
+	switch {
+	case late <= ScheduleOnTime && (count == 1 || missed == MissedSkip):
+		d.decision, d.detail = DecisionFired, "on time"
+	case missed == MissedRunOnce && late <= grace:
+		d.decision = DecisionCaughtUp
+		d.detail = fmt.Sprintf("catch-up run for missed ticks, %s late (missed_grace %s)", late.Round(time.Second), grace)
+	case missed == MissedRunOnce:
+		d.decision = DecisionMissed
+		d.detail = fmt.Sprintf("%s late, beyond missed_grace %s: no catch-up run", late.Round(time.Second), grace)
+	default:
+		d.decision = DecisionMissed
+		d.detail = fmt.Sprintf("%s late and missed = \"skip\": no instance", late.Round(time.Second))
+	}
+	if d.decision == DecisionMissed {
+		if count > 1 { // fold into the outage record
+			out[len(out)-1].count = count
+			out[len(out)-1].detail += "; the newest, " + newest.In(loc).Format(time.RFC3339) + ", " + d.detail
+			return out, next, deferred
+		}
+		return append(out, d), next, deferred
+	}
+	overlap := st.spec.Overlap
+	if overlap == "" {
+		overlap = OverlapSkip
+	}
+	switch {
+	case busy == "" || overlap == OverlapAllow:
+		d.instance = true
+	case overlap == OverlapQueue && deferred.IsZero():
+		deferred = newest
+		d.decision, d.detail = DecisionDeferred, "waits for instance "+busy+" to finish ("+d.detail+")"
+	case overlap == OverlapQueue:
+		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running and a tick already waits for it"
+	default:
+		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running"
+	}
+	return append(out, d), next, deferred
+}
+
+// lastTickAtOrBefore returns the newest tick in [first, now] (first is a
+// tick at or before now) and how many ticks that range holds; capped when
+// there were more than maxCountedTicks (the count is then a lower bound).
+func lastTickAtOrBefore(c *Cron, loc *time.Location, first, now time.Time) (time.Time, int, bool) {
+	if c.every > 0 {
+		d := int64(c.every)
+		u := now.UnixNano()
+		k := u / d
+		if u < 0 && u%d != 0 {
+			k--
+		}
+		newest := time.Unix(0, k*d)
+		if newest.Before(first) {
+			return first, 1, false
+		}
+		n := int64(newest.Sub(first)/c.every) + 1
+		if n > maxCountedTicks {
+			return newest, maxCountedTicks, true
+		}
+		return newest, int(n), false
+	}
+	t, n := first, 1
+	for n < maxCountedTicks {
+		nx := c.Next(t, loc)
+		if nx.IsZero() || nx.After(now) {
+			return t, n, false
+		}
+		t, n = nx, n+1
+	}
+	// A long outage: find the newest tick from a window before now.
+	for _, w := range []time.Duration{time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour, 10 * 367 * 24 * time.Hour} {
+		from := now.Add(-w)
+		if from.Before(t) {
+			from = t
+		}
+		x := c.Next(from, loc)
+		if x.IsZero() || x.After(now) {
+			if from.Equal(t) {
+				return t, n, true
+			}
+			continue
+		}
+		for {
+			nx := c.Next(x, loc)
+			if nx.IsZero() || nx.After(now) {
+				return x, n, true
+			}
+			x = nx
+		}
+	}
+	return t, n, true
+}

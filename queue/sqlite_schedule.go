@@ -1,0 +1,481 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Schedules in SQLite: one row per schedule, whose next_ns is the
+// scheduler's cursor (the first tick not decided yet), and one row per
+// decided tick in schedule_decisions, whose primary key (schedule, tick_ns)
+// is what makes an instance per tick unique. Every ScheduleTick runs in one
+// IMMEDIATE transaction: two workers never decide the same tick.
+const scheduleSchema = `
+CREATE TABLE IF NOT EXISTS schedules (
+	name         TEXT PRIMARY KEY,
+	spec         TEXT NOT NULL,
+	expr         TEXT NOT NULL,
+	timezone     TEXT NOT NULL,
+	source_id    INTEGER NOT NULL,
+	source_path  TEXT NOT NULL DEFAULT '',
+	paused       INTEGER NOT NULL DEFAULT 0,
+	created_ns   INTEGER NOT NULL,
+	updated_ns   INTEGER NOT NULL,
+	next_ns      INTEGER NOT NULL,
+	deferred_ns  INTEGER NOT NULL DEFAULT 0,
+	last_tick_ns INTEGER NOT NULL DEFAULT 0,
+	last_job_id  TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules(next_ns) WHERE paused = 0;
+CREATE TABLE IF NOT EXISTS schedule_decisions (
+	schedule  TEXT NOT NULL,
+	tick_ns   INTEGER NOT NULL,
+	decision  TEXT NOT NULL,
+	count     INTEGER NOT NULL DEFAULT 1,
+	job_id    TEXT NOT NULL DEFAULT '',
+	at_ns     INTEGER NOT NULL,
+	worker_id TEXT NOT NULL DEFAULT '',
+	detail    TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (schedule, tick_ns)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS schedule_decisions_at ON schedule_decisions(at_ns);
+`
+
+const scheduleCols = `s.name, s.spec, s.source_path, s.paused, s.created_ns, s.updated_ns, s.next_ns, s.last_tick_ns, s.last_job_id, coalesce(j.state, ''), coalesce(src.text, '')`
+
+const scheduleFrom = ` FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id AND s.last_job_id != '' LEFT JOIN sources src ON src.id = s.source_id`
+
+const decisionCols = `schedule, tick_ns, decision, count, job_id, at_ns, worker_id, detail`
+
+// splitScheduled returns a copy of p holding only its one-off specs, and
+// params holding its scheduled specs.
+func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertParams) {
+	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath}
+	sched := &ScheduleUpsertParams{Source: p.Source, SourcePath: p.SourcePath}
+	for _, sp := range p.Specs {
+		if sp.Schedule != "" {
+			sched.Specs = append(sched.Specs, sp)
+		} else {
+			jobs.Specs = append(jobs.Specs, sp)
+		}
+	}
+	return jobs, sched
+}
+
+func scanSchedule(sc scanner) (Schedule, error) {
+	var (
+		s                            Schedule
+		spec, state                  string
+		paused                       int
+		created, updated, next, last int64
+	)
+	if err := sc.Scan(&s.Name, &spec, &s.SourcePath, &paused, &created, &updated, &next, &last, &s.LastJobID, &state, &s.Source); err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal([]byte(spec), &s.Spec); err != nil {
+		return s, fmt.Errorf("queue: schedule %s: corrupt spec: %w", s.Name, err)
+	}
+	s.Paused = paused != 0
+	s.CreatedAt, s.UpdatedAt, s.LastRun = ts(created), ts(updated), ts(last)
+	if !s.Paused {
+		s.NextRun = ts(next).In(s.Location())
+	}
+	if !s.LastRun.IsZero() {
+		s.LastRun = s.LastRun.In(s.Location())
+	}
+	s.LastJobState = JobState(state)
+	return s, nil
+}
+
+func scanDecision(sc scanner) (ScheduleDecision, error) {
+	var d ScheduleDecision
+	var tick, at int64
+	if err := sc.Scan(&d.Schedule, &tick, &d.Decision, &d.Count, &d.JobID, &at, &d.WorkerID, &d.Detail); err != nil {
+		return d, err
+	}
+	d.Tick, d.At = ts(tick), ts(at)
+	return d, nil
+}
+
+func getSchedule(ctx context.Context, q querier, name string) (Schedule, error) {
+	s, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleCols+scheduleFrom+` WHERE s.name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
+	}
+	if err != nil {
+		return s, fmt.Errorf("queue: schedule %s: %w", name, err)
+	}
+	d, err := scanDecision(q.QueryRowContext(ctx, `SELECT `+decisionCols+` FROM schedule_decisions WHERE schedule = ? ORDER BY at_ns DESC, tick_ns DESC LIMIT 1`, name))
+	switch {
+	case err == nil:
+		s.LastDecision = &d
+	case !errors.Is(err, sql.ErrNoRows):
+		return s, fmt.Errorf("queue: schedule %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// ScheduleUpsert implements Store.
+func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) ([]Schedule, error) {
+	if p == nil || len(p.Specs) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
+	}
+	for _, sp := range p.Specs {
+		if sp.Schedule == "" {
+			return nil, &ValidationError{Errors: []FieldError{{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
+		}
+	}
+	if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
+		return nil, verr
+	}
+	var out []Schedule
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.scheduleUpsertTx(ctx, tx, p, s.now())
+		return err
+	})
+	return out, err
+}
+
+// scheduleUpsertTx stores validated scheduled specs in tx.
+func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *ScheduleUpsertParams, now int64) ([]Schedule, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule upsert: %w", err)
+	}
+	srcID, _ := res.LastInsertId()
+	out := make([]Schedule, 0, len(p.Specs))
+	for _, sp := range p.Specs {
+		c, err := ParseCron(sp.Schedule)
+		if err != nil { // validated before; kept for Go callers' safety
+			return nil, fmt.Errorf("%w: %s", ErrInvalid, err)
+		}
+		sp.Schedule = c.String()
+		specJSON, err := json.Marshal(&sp)
+		if err != nil {
+			return nil, fmt.Errorf("queue: encode spec: %w", err)
+		}
+		next := c.Next(ts(now), specLocation(&sp)).UnixNano()
+		var oldExpr, oldTZ string
+		var oldSrc int64
+		err = tx.QueryRowContext(ctx, `SELECT expr, timezone, source_id FROM schedules WHERE name = ?`, sp.Name).Scan(&oldExpr, &oldTZ, &oldSrc)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, `INSERT INTO schedules (name, spec, expr, timezone, source_id, source_path, created_ns, updated_ns, next_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				sp.Name, string(specJSON), sp.Schedule, sp.Timezone, srcID, p.SourcePath, now, now, next)
+		case err == nil:
+			q := `UPDATE schedules SET spec = ?, expr = ?, timezone = ?, source_id = ?, source_path = ?, updated_ns = ?`
+			args := []any{string(specJSON), sp.Schedule, sp.Timezone, srcID, p.SourcePath, now}
+			if oldExpr != sp.Schedule || oldTZ != sp.Timezone {
+				q += `, next_ns = ?, deferred_ns = 0`
+				args = append(args, next)
+			}
+			_, err = tx.ExecContext(ctx, q+` WHERE name = ?`, append(args, sp.Name)...)
+			if err == nil {
+				err = releaseSource(ctx, tx, oldSrc)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule upsert %s: %w", sp.Name, err)
+		}
+		sc, err := getSchedule(ctx, tx, sp.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// releaseSource drops one reference to a sources row, deleting it at 0.
+func releaseSource(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE sources SET jobs = jobs - 1 WHERE id = ?`, id); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM sources WHERE id = ? AND jobs <= 0`, id)
+	return err
+}
+
+// ScheduleGet implements Store.
+func (s *SQLiteStore) ScheduleGet(ctx context.Context, name string) (Schedule, error) {
+	if s.closed.Load() {
+		return Schedule{}, ErrClosed
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Schedule{}, fmt.Errorf("queue: schedule get: %w", err)
+	}
+	defer tx.Rollback()
+	return getSchedule(ctx, tx, name)
+}
+
+// ScheduleList implements Store.
+func (s *SQLiteStore) ScheduleList(ctx context.Context, p *ScheduleListParams) ([]Schedule, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p == nil {
+		p = &ScheduleListParams{}
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule list: %w", err)
+	}
+	defer tx.Rollback()
+	q := `SELECT name FROM schedules`
+	var args []any
+	if p.NameGlob != "" {
+		q += ` WHERE name GLOB ?`
+		args = append(args, p.NameGlob)
+	}
+	rows, err := tx.QueryContext(ctx, q+` ORDER BY name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule list: %w", err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("queue: schedule list: %w", err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	out := make([]Schedule, 0, len(names))
+	for _, n := range names {
+		sc, err := getSchedule(ctx, tx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause bool) (Schedule, error) {
+	var out Schedule
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := getSchedule(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if cur.Paused != pause {
+			now := s.now()
+			q, args := `UPDATE schedules SET paused = 1, deferred_ns = 0, updated_ns = ? WHERE name = ?`, []any{now, name}
+			if !pause {
+				c, err := ParseCron(cur.Spec.Schedule)
+				if err != nil {
+					return fmt.Errorf("queue: schedule %s: %w", name, err)
+				}
+				next := c.Next(ts(now), cur.Location()).UnixNano()
+				q, args = `UPDATE schedules SET paused = 0, next_ns = ?, updated_ns = ? WHERE name = ?`, []any{next, now, name}
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("queue: schedule %s: %w", name, err)
+			}
+		}
+		out, err = getSchedule(ctx, tx, name)
+		return err
+	})
+	return out, err
+}
+
+// SchedulePause implements Store. A tick waiting for a running instance
+// (overlap = "queue") is dropped.
+func (s *SQLiteStore) SchedulePause(ctx context.Context, name string) (Schedule, error) {
+	return s.schedulePaused(ctx, name, true)
+}
+
+// ScheduleResume implements Store.
+func (s *SQLiteStore) ScheduleResume(ctx context.Context, name string) (Schedule, error) {
+	return s.schedulePaused(ctx, name, false)
+}
+
+// ScheduleDelete implements Store.
+func (s *SQLiteStore) ScheduleDelete(ctx context.Context, name string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var src int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM schedules WHERE name = ? RETURNING source_id`, name).Scan(&src)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
+		}
+		if err == nil {
+			err = releaseSource(ctx, tx, src)
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `DELETE FROM schedule_decisions WHERE schedule = ?`, name)
+		}
+		if err != nil {
+			return fmt.Errorf("queue: schedule delete %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// ScheduleDecisionList implements Store.
+func (s *SQLiteStore) ScheduleDecisionList(ctx context.Context, p *ScheduleDecisionListParams) ([]ScheduleDecision, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p == nil {
+		p = &ScheduleDecisionListParams{}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + decisionCols + ` FROM schedule_decisions`
+	var args []any
+	if p.Schedule != "" {
+		q += ` WHERE schedule = ?`
+		args = append(args, p.Schedule)
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY at_ns DESC, tick_ns DESC LIMIT `+strconv.Itoa(limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule decisions: %w", err)
+	}
+	defer rows.Close()
+	var out []ScheduleDecision
+	for rows.Next() {
+		d, err := scanDecision(rows)
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule decisions: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func pruneScheduleDecisions(ctx context.Context, tx *sql.Tx, cutoff int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM schedule_decisions WHERE at_ns <= ? AND decision != ?`, cutoff, DecisionDeferred); err != nil {
+		return fmt.Errorf("queue: prune: %w", err)
+	}
+	return nil
+}
+
+// ScheduleTick implements Store.
+func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (ScheduleTickResult, error) {
+	var res ScheduleTickResult
+	if p == nil || p.WorkerID == "" {
+		return res, errors.New("queue: schedule tick: WorkerID is required")
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res = ScheduleTickResult{}
+		now := s.now()
+		type row struct {
+			name, spec, lastJob, srcPath string
+			srcID, next, deferred        int64
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT name, spec, last_job_id, source_path, source_id, next_ns, deferred_ns FROM schedules
+			WHERE paused = 0 AND (next_ns <= ? OR deferred_ns > 0) ORDER BY next_ns, name`, now)
+		if err != nil {
+			return fmt.Errorf("queue: schedule tick: %w", err)
+		}
+		var due []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.name, &r.spec, &r.lastJob, &r.srcPath, &r.srcID, &r.next, &r.deferred); err != nil {
+				rows.Close()
+				return fmt.Errorf("queue: schedule tick: %w", err)
+			}
+			due = append(due, r)
+		}
+		rows.Close()
+		for _, r := range due {
+			st := tickState{next: ts(r.next), deferred: ts(r.deferred)}
+			if err := json.Unmarshal([]byte(r.spec), &st.spec); err != nil {
+				return fmt.Errorf("queue: schedule %s: corrupt spec: %w", r.name, err)
+			}
+			if st.cron, err = ParseCron(st.spec.Schedule); err != nil {
+				return fmt.Errorf("queue: schedule %s: %w", r.name, err)
+			}
+			if r.lastJob != "" {
+				var state string
+				err := tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, r.lastJob).Scan(&state)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("queue: schedule tick: %w", err)
+				}
+				if state == string(StateQueued) || state == string(StateRunning) {
+					st.busy = r.lastJob
+				}
+			}
+			plan, next, deferred := planTick(st, ts(now))
+			lastTick, lastJob := int64(0), ""
+			for _, d := range plan {
+				rec := ScheduleDecision{Schedule: r.name, Tick: d.tick, Decision: d.decision, Count: d.count, At: ts(now), WorkerID: p.WorkerID, Detail: d.detail}
+				if d.instance {
+					rec.JobID = NewID(ts(now))
+				}
+				// The primary key (schedule, tick_ns) decides each tick once;
+				// only a waiting (deferred) tick may be decided again.
+				res2, err := tx.ExecContext(ctx, `INSERT INTO schedule_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (schedule, tick_ns) DO UPDATE SET decision = excluded.decision, count = excluded.count, job_id = excluded.job_id,
+						at_ns = excluded.at_ns, worker_id = excluded.worker_id, detail = excluded.detail
+					WHERE schedule_decisions.decision = 'deferred'`,
+					rec.Schedule, nsOf(rec.Tick), rec.Decision, rec.Count, rec.JobID, now, rec.WorkerID, rec.Detail)
+				if err != nil {
+					return fmt.Errorf("queue: schedule tick: %w", err)
+				}
+				if n, _ := res2.RowsAffected(); n == 0 {
+					continue // decided before
+				}
+				if d.instance {
+					j, err := s.insertInstance(ctx, tx, st.spec, d.tick, rec.JobID, r.srcID, r.srcPath, now)
+					if err != nil {
+						return err
+					}
+					res.Jobs = append(res.Jobs, j)
+					lastTick, lastJob = nsOf(d.tick), j.ID
+				}
+				res.Decisions = append(res.Decisions, rec)
+			}
+			q, args := `UPDATE schedules SET next_ns = ?, deferred_ns = ?`, []any{nsOf(next), nsOf(deferred)}
+			if lastJob != "" {
+				q += `, last_tick_ns = ?, last_job_id = ?`
+				args = append(args, lastTick, lastJob)
+			}
+			if _, err := tx.ExecContext(ctx, q+` WHERE name = ?`, append(args, r.name)...); err != nil {
+				return fmt.Errorf("queue: schedule tick: %w", err)
+			}
+		}
+		var minNext sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT min(next_ns) FROM schedules WHERE paused = 0`).Scan(&minNext); err != nil {
+			return fmt.Errorf("queue: schedule tick: %w", err)
+		}
+		if minNext.Valid {
+			res.NextDue = ts(minNext.Int64)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// insertInstance enqueues the instance of a schedule for tick, sharing the
+// schedule's source row.
+func (s *SQLiteStore) insertInstance(ctx context.Context, tx *sql.Tx, sched Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (Job, error) {
+	sp := instanceSpec(sched, tick)
+	sp.Line = 0
+	specJSON, err := json.Marshal(&sp)
+	if err != nil {
+		return Job{}, fmt.Errorf("queue: encode spec: %w", err)
+	}
+	var rid int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rid), 0) + 1 FROM jobs`).Scan(&rid); err != nil {
+		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE sources SET jobs = jobs + 1 WHERE id = ?`, srcID); err != nil {
+		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+	}
+	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "")
+	if err != nil {
+		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+	}
+	return Job{ID: id, Name: sp.Name, State: StateQueued, Spec: sp, SourcePath: srcPath, MaxAttempts: sp.Retries + 1,
+		CreatedAt: ts(now), UpdatedAt: ts(now)}, nil
+}
