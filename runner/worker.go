@@ -161,6 +161,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 		}
+		nextDue := w.tickSchedules(ctx, log) // runner/schedule.go
 		free := w.o.Concurrency - w.running()
 		claimed := 0
 		if free > 0 {
@@ -199,6 +200,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		case <-hard.Done():
 		case <-done:
 		case <-wake:
+		case <-scheduleTimer(nextDue):
 		case <-time.After(pollInterval):
 		}
 	}
