@@ -86,27 +86,32 @@
 //
 // # Performance
 //
-// WithCloseOnContextDone makes wazero check for interruption at every loop
-// iteration, which makes Go-built modules about three times slower; paddock
-// pays it because a hook without it cannot be stopped. Go compiled to wasm
-// is slow at allocation and reflection: encoding/json in a reactor costs
-// about 200 µs a decision. The tighten example shows a reactor that stays
-// near 50 µs.
+// WithCloseOnContextDone makes wazero call a check at every loop iteration
+// and function entry of the guest, so that a timeout can interrupt it. For
+// Go-built modules, whose code is full of both, that costs about four times
+// (tighten: 12 µs a decision without it, 53 µs with it, measured side by
+// side); paddock pays it because a hook without it cannot be stopped. Go
+// compiled to wasm is also slow at allocation and reflection:
+// encoding/json in a reactor costs about 200 µs a decision. The tighten
+// example shows a reactor near 50 µs.
 //
-// Figures on the project's 2-core shared VM (Go 1.26, wazero 1.12, amd64),
-// from
+// Figures on the project's 2-core VM (Go 1.26, wazero 1.12, amd64), shared
+// with other engineers' builds and tests (load average 2 to 7), from
 //
 //	go test -run '^$' -bench . -benchtime 3s ./hooks/
 //
-// (each decision is one whole Chain.Decide with one hook; p50 and p99 are of
-// single decisions; compile is NewChain for the 3.3 MB tighten module):
+// Each decision is one whole Chain.Decide with one hook on a realistic job
+// (request encoding, call, decision parsing and validation included); p50
+// and p99 are of single decisions; compile is NewChain for the 3.3 MB
+// tighten module. Ranges are over several runs:
 //
-//	reactor, examples/hooks/tighten (adjusts)   p50   49 µs   p99  150 µs
-//	reactor, examples/hooks/minimal-reactor     p50    5 µs   p99   47 µs
-//	command, examples/hooks/denylist            p50   11 ms   p99   61 ms
-//	command, examples/hooks/minimal             p50  8.6 ms   p99   36 ms
-//	compile, no cache                           1.5 s
-//	compile, warm on-disk cache (a restart)     125 ms
+//	reactor, examples/hooks/tighten (adjusts)  p50  48-59 µs at load 2-4,  ~105 µs at load 5-7
+//	reactor, examples/hooks/minimal-reactor    p50  5.3-5.6 µs
+//	command, examples/hooks/denylist           p50  10-11 ms
+//	command, examples/hooks/minimal            p50  7-9 ms
+//	compile, no cache                          0.8-1.5 s
+//	compile, warm on-disk cache (a restart)    125-155 ms
 //
-// The machine was shared with other builds, so tails are noisy.
+// The benchmarks also report cpu-µs/op, the process's CPU time per
+// decision, which includes the host's and the guest's garbage collection.
 package hooks
