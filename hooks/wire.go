@@ -146,13 +146,21 @@ type Decision struct {
 // pointer) was absent on the wire and leaves the job's value alone; a
 // present empty list or object is non-nil and empty. A JSON null is invalid.
 type Adjustment struct {
-	Argv     []string          `json:"argv,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	Cwd      *string           `json:"cwd,omitempty"`
-	Mode     *string           `json:"mode,omitempty"`
-	Network  *bool             `json:"network,omitempty"`
-	Writable []string          `json:"writable,omitempty"`
-	TimeoutS *float64          `json:"timeout_s,omitempty"`
+	// Argv replaces [Job.Argv]; must not be empty.
+	Argv []string `json:"argv,omitempty"`
+	// Env replaces [Job.Env] as a whole (not merged).
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd replaces [Job.Cwd]; must be absolute.
+	Cwd *string `json:"cwd,omitempty"`
+	// Mode replaces [Job.Mode]; widening needs [Config.MayWiden].
+	Mode *string `json:"mode,omitempty"`
+	// Network replaces [Job.Network]; false to true needs [Config.MayWiden].
+	Network *bool `json:"network,omitempty"`
+	// Writable replaces [Job.Writable] as a whole; new roots need
+	// [Config.MayWiden].
+	Writable []string `json:"writable,omitempty"`
+	// TimeoutS replaces [Job.TimeoutS], in seconds; 0 means none.
+	TimeoutS *float64 `json:"timeout_s,omitempty"`
 }
 
 // adjustableFields are the wire names an adjustment may carry, in order.
