@@ -124,6 +124,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 				fmt.Fprintf(out, "%s\t%s\n", j.ID, j.Name)
 			}
 		}
+		reportSubmittedSchedules(ctx, a, f.specs, f.path, out, gopts.JSON) // cmd_schedules.go
 	}
 	_ = runner.Wake(a.stateDir)
 	if !opts.Wait {

@@ -86,6 +86,7 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newProbeCommand(gopts),
 		newConfineCommand(gopts),
 		newHookCommand(gopts),
+		newSchedulesCommand(gopts),
 	)
 	return root
 }
