@@ -1,7 +1,10 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,4 +75,24 @@ command = "true"
 	require.Equal(t, "2h0m0s", specs[0].MissedGrace.String())
 	require.Empty(t, specs[1].Schedule)
 	require.Empty(t, specs[1].Missed, "a default policy does not apply to a one-off job (and is no error)")
+}
+
+func TestScheduleInboxDrop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: -1})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "inbox", "s.toml"), []byte("name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\n"), 0o600))
+	res, err := in.Scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.NoError(t, res[0].Err)
+	require.Empty(t, res[0].Jobs, "a schedule is not a job")
+	s, err := st.ScheduleGet(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, res[0].Path, s.SourcePath)
 }
