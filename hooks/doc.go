@@ -31,10 +31,12 @@
 //   - command: exports _start, which reads the request on stdin and writes
 //     the decision on stdout, then exits 0. A fresh instance per call.
 //
-// A module with neither is refused at load ([ErrNoABI]), as is a module that
-// imports anything but wasi_snapshot_preview1 or whose initial memory is
-// above its limit ([ErrLoad]), or whose digest differs from the configured
-// one ([ErrSHA256Mismatch]).
+// A module with neither loads (its [HookInfo].ABI is [ABINone], so a caller
+// can warn), but every decision through it fails with [ErrNoABI] and denies
+// the job: one broken hook does not stop a worker, and no job passes it. A
+// module that imports anything but wasi_snapshot_preview1 or whose initial
+// memory is above its limit is refused at load ([ErrLoad]), and so is one
+// whose digest differs from the configured one ([ErrSHA256Mismatch]).
 //
 // # Fail closed
 //

@@ -2,11 +2,12 @@ package hooks
 
 import "errors"
 
-// Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad,
-// ErrSHA256Mismatch or ErrNoABI. A hook's failure during a decision is never
-// returned as an error: it becomes a deny (or an allow, with OnError "allow")
-// whose [TrailEntry.Error] text starts with the message of one of ErrTimeout,
-// ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge, ErrBadDecision or ErrWiden.
+// Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad or
+// ErrSHA256Mismatch. A hook's failure during a decision is never returned as
+// an error: it becomes a deny (or an allow, with OnError "allow") whose
+// [TrailEntry.Error] text starts with the message of one of ErrNoABI,
+// ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge, ErrBadDecision
+// or ErrWiden.
 // [ParseDecision] and [ApplyAdjustment] return errors wrapping ErrBadDecision
 // and ErrWiden, so callers can tell them apart with [errors.Is].
 var (
@@ -21,7 +22,8 @@ var (
 	// [Config.SHA256]; the module is refused before it is compiled.
 	ErrSHA256Mismatch = errors.New("hooks: module sha256 mismatch")
 	// ErrNoABI means the module exports neither "_start" (command ABI) nor
-	// both "paddock_alloc" and "paddock_decide" (reactor ABI).
+	// both "paddock_alloc" and "paddock_decide" (reactor ABI); every
+	// decision through such a hook fails with it.
 	ErrNoABI = errors.New("hooks: module exports neither the command ABI (_start) nor the reactor ABI (paddock_alloc, paddock_decide)")
 
 	// ErrTimeout means a call ran past [Config.Timeout] and was interrupted.

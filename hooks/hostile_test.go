@@ -144,11 +144,17 @@ func TestTrapFromNonGoModule(t *testing.T) {
 	require.Contains(t, res.Trail[0].Error, "unreachable")
 }
 
-func TestNeitherABIRefusedAtLoad(t *testing.T) {
+func TestNeitherABIDeniesEveryJob(t *testing.T) {
 	t.Parallel()
-	_, err := NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: "noabi", Path: wasmPath(t, "noabi")}}})
-	require.ErrorIs(t, err, ErrNoABI)
-	require.Contains(t, err.Error(), `hook "noabi"`)
+	c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "noabi", Path: wasmPath(t, "noabi")}}})
+	require.Equal(t, ABINone, c.Hooks()[0].ABI, "it loads, marked so a caller can warn")
+	for range 2 { // and keeps denying: the chain is not broken by it
+		res, _ := decide(t, c, testJob(""))
+		require.Equal(t, VerdictDeny, res.Verdict)
+		require.Len(t, res.Trail, 1)
+		require.Equal(t, "noabi", res.Trail[0].Hook)
+		require.True(t, strings.HasPrefix(res.Trail[0].Error, ErrNoABI.Error()), res.Trail[0].Error)
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -31,6 +31,11 @@ const (
 	// "paddock_decide(ptr i32, len i32) -> i64"; initialised once through
 	// "_initialize", instances pooled.
 	ABIReactor = "reactor"
+	// ABINone: the module exports neither. It loads, so one broken hook
+	// does not stop a worker, but every decision through it fails with
+	// [ErrNoABI] and so denies the job (fail closed; allows it only with
+	// OnError "allow").
+	ABINone = "none"
 )
 
 // maxSleep caps one WASI sleep (poll_oneoff with a clock): a sleeping hook
@@ -130,7 +135,8 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 		}
 		h.abi = ABICommand
 	default:
-		return nil, fmt.Errorf("%w: hook %q (%s)", ErrNoABI, cfg.Name, cfg.Path)
+		h.abi = ABINone
+		return h, nil
 	}
 
 	// No filesystem (no preopens), no environment, no arguments beyond the
@@ -176,6 +182,9 @@ func (h *hook) close(ctx context.Context) error {
 // kept stderr, and an error wrapping one of the call sentinels (or, when the
 // parent ctx ended, an error satisfying errors.Is(err, ctx.Err())).
 func (h *hook) call(ctx context.Context, req []byte) ([]byte, string, error) {
+	if h.abi == ABINone {
+		return nil, "", ErrNoABI
+	}
 	if h.abi == ABIReactor {
 		return h.callReactor(ctx, req)
 	}

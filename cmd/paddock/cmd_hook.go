@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
+	"paddock/runner"
 )
 
 // newHookCommand returns `paddock hook`, the tools for hook authors.
@@ -153,19 +154,34 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 			cacheDir = "" // a cache is an optimisation: run without one
 		}
 	}
-	sandbox := req.Sandbox
+	// The request's sandbox section: as given by --request, else the
+	// confined argv the job would run with now (as the worker computes it;
+	// empty when the job's paths cannot be confined here).
+	sandboxInfo := func(j hooks.Job) (hooks.SandboxInfo, error) {
+		if req.Sandbox.Argv != nil || req.Sandbox.Executable != "" {
+			return req.Sandbox, nil
+		}
+		info, err := runner.SandboxInfo(j)
+		if err != nil {
+			return hooks.SandboxInfo{Grade: info.Grade, Executable: info.Executable, Argv: []string{}}, nil
+		}
+		return info, nil
+	}
 	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		CacheDir: cacheDir,
 		Hooks: []hooks.Config{{
 			Name: req.Hook.Name, Path: path, Settings: req.Hook.Settings,
 			Timeout: opts.Timeout, MemoryBytes: opts.MemoryMiB << 20, MayWiden: opts.MayWiden,
 		}},
-		Sandbox: func(hooks.Job) (hooks.SandboxInfo, error) { return sandbox, nil },
+		Sandbox: sandboxInfo,
 	})
 	if err != nil {
 		return &usageError{err}
 	}
 	defer chain.Close(context.WithoutCancel(ctx))
+	if chain.Hooks()[0].ABI == hooks.ABINone {
+		return &usageError{fmt.Errorf("%s: %w", path, hooks.ErrNoABI)}
+	}
 	res, err := chain.Decide(ctx, hooks.DecideParams{Job: req.Job})
 	if err != nil {
 		return err

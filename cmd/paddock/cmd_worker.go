@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/hooks"
 	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
@@ -91,6 +92,12 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return err
 	}
 	defer chain.Close(context.Background())
+	for _, h := range chain.Hooks() {
+		log.Info("hook", "name", h.Config.Name, "abi", h.ABI, "sha256", h.SHA256, "mode", h.Config.Mode)
+		if h.ABI == hooks.ABINone {
+			log.Warn("hook exports neither ABI: every job it sees is denied", "name", h.Config.Name, "path", h.Config.Path)
+		}
+	}
 
 	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, "events.jsonl"))
 	if err != nil {
