@@ -171,11 +171,15 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 		case err == nil:
 			q := `UPDATE schedules SET spec = ?, expr = ?, timezone = ?, source_id = ?, source_path = ?, updated_ns = ?`
 			args := []any{string(specJSON), sp.Schedule, sp.Timezone, srcID, p.SourcePath, now}
-			if oldExpr != sp.Schedule || oldTZ != sp.Timezone {
+			changed := oldExpr != sp.Schedule || oldTZ != sp.Timezone
+			if changed {
 				q += `, next_ns = ?, deferred_ns = 0`
 				args = append(args, next)
 			}
 			_, err = tx.ExecContext(ctx, q+` WHERE name = ?`, append(args, sp.Name)...)
+			if err == nil && changed {
+				err = dropDeferred(ctx, tx, sp.Name, "dropped: the schedule's expression or time zone changed while this tick waited")
+			}
 			if err == nil {
 				err = releaseSource(ctx, tx, oldSrc)
 			}
@@ -190,6 +194,17 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+// dropDeferred records that a waiting (overlap = "queue") tick of name
+// will not run.
+func dropDeferred(ctx context.Context, tx *sql.Tx, name, why string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE schedule_decisions SET decision = ?, detail = ? WHERE schedule = ? AND decision = ?`,
+		DecisionSkippedOverlap, why, name, DecisionDeferred)
+	if err != nil {
+		return fmt.Errorf("queue: schedule %s: %w", name, err)
+	}
+	return nil
 }
 
 // releaseSource drops one reference to a sources row, deleting it at 0.
@@ -279,6 +294,9 @@ func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause boo
 			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 				return fmt.Errorf("queue: schedule %s: %w", name, err)
 			}
+			if err := dropDeferred(ctx, tx, name, "dropped: the schedule was paused while this tick waited"); err != nil {
+				return err
+			}
 		}
 		out, err = getSchedule(ctx, tx, name)
 		return err
@@ -365,7 +383,26 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 	if p == nil || p.WorkerID == "" {
 		return res, errors.New("queue: schedule tick: WorkerID is required")
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	// Most calls find nothing due: answer them from a reader, without the
+	// write lock.
+	if s.closed.Load() {
+		return res, ErrClosed
+	}
+	var minNext sql.NullInt64
+	var deferred int
+	err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(next_ns) FROM schedules WHERE paused = 0),
+		(SELECT count(*) FROM schedules WHERE paused = 0 AND deferred_ns > 0)`).Scan(&minNext, &deferred)
+	if err != nil {
+		return res, fmt.Errorf("queue: schedule tick: %w", err)
+	}
+	if !minNext.Valid {
+		return res, nil
+	}
+	if deferred == 0 && minNext.Int64 > s.now() {
+		res.NextDue = ts(minNext.Int64)
+		return res, nil
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res = ScheduleTickResult{}
 		now := s.now()
 		type row struct {

@@ -198,6 +198,16 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 		}
 		require.Equal(t, queue.DecisionFired, got["skip"])
 		require.Equal(t, queue.DecisionDeferred, got["queue"], "the waiting instance is still queued")
+
+		// Pausing drops the waiting tick, and says so in the log.
+		_, err = b.st.SchedulePause(b.ctx, "queue")
+		require.NoError(t, err)
+		log, err := b.st.ScheduleDecisionList(b.ctx, &queue.ScheduleDecisionListParams{Schedule: "queue", Limit: 100})
+		require.NoError(t, err)
+		require.NotContains(t, kinds(log), queue.DecisionDeferred)
+		s, err := b.st.ScheduleGet(b.ctx, "queue")
+		require.NoError(t, err)
+		require.Equal(t, queue.DecisionSkippedOverlap, s.LastDecision.Decision)
 	})
 
 	t.Run("ScheduleMissedRunOnce", func(t *testing.T) {
