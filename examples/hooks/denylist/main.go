@@ -1,7 +1,7 @@
 // Command denylist is a paddock hook (command ABI) that denies jobs running
 // a program named in its settings:
 //
-//	[[hooks]]
+//	[[hook]]
 //	name = "denylist"
 //	path = "bin/hooks/denylist.wasm"
 //	settings = { deny = ["curl", "wget"], strict = false }

@@ -9,7 +9,7 @@
 //
 // Configured like this:
 //
-//	[[hooks]]
+//	[[hook]]
 //	name = "tighten"
 //	path = "bin/hooks/tighten.wasm"
 //	settings = { dry_run = ["rsync"], git_write = ["add", "commit", "status"] }
