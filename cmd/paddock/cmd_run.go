@@ -98,7 +98,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 				return runExit(j)
 			}
 			if j.State == queue.StateRunning {
-				return fmt.Errorf("job %s was claimed by %s", id, j.LeaseOwner)
+				// A worker sharing this state directory claimed it first
+				// (a retry, usually). It runs there; follow it to the end.
+				fmt.Fprintf(os.Stderr, "paddock: attempt %d is running on worker %s; its output is in `paddock logs %s`\n", j.AttemptCount, j.LeaseOwner, id)
+				final, err := followToFinal(ctx, a, id)
+				if err != nil {
+					return err
+				}
+				return runExit(final)
 			}
 			wait := time.Until(j.NotBefore)
 			if wait < 100*time.Millisecond {
@@ -148,6 +155,25 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 			return runExit(rec)
 		}
 		fmt.Fprintf(os.Stderr, "paddock: attempt %d %s: %s\n", attempt, att.Outcome, att.Reason)
+	}
+}
+
+// followToFinal polls the job until it is final. Ctrl-C asks for a cancel
+// and keeps following, so the job's end is still reported.
+func followToFinal(ctx context.Context, a *app, id string) (queue.Job, error) {
+	canceled := false
+	for {
+		j, err := a.store.JobGet(context.Background(), id)
+		if err != nil || isFinal(j.State) {
+			return j, err
+		}
+		if ctx.Err() != nil && !canceled {
+			canceled = true
+			if _, err := a.store.JobCancel(context.Background(), id); err != nil {
+				return j, err
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
