@@ -1,6 +1,15 @@
 package storetest
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +22,7 @@ import (
 // exerciseSchedules is the schedule part of the contract. The fake clock
 // starts at T0 (2026-01-02 03:04:05 UTC).
 func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
+	exerciseScheduleProcesses(t, setup)
 	sched := func(name, expr string, mod ...func(*queue.Spec)) queue.Spec {
 		s := queue.Spec{Name: name, Command: []string{"true"}, Schedule: expr, Labels: map[string]string{"team": "ops"}}
 		for _, m := range mod {
@@ -297,5 +307,92 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.NoError(t, err)
 		require.Len(t, left, 1)
 		require.Equal(t, "h", left[0].Name)
+	})
+}
+
+// tickChildFor is how long each child process runs the scheduler.
+const tickChildFor = 2500 * time.Millisecond
+
+// runTickChild runs the scheduler in a loop, on the real clock, for
+// tickChildFor, printing the name of every instance it enqueued; then exits.
+func runTickChild(open Opener) {
+	loc, worker := os.Getenv(envLoc), os.Getenv(envWorker)
+	ctx := context.Background()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "storetest tick child:", err)
+		os.Exit(2)
+	}
+	st, err := open(ctx, loc, Options{Clock: time.Now, Rand: rand.Float64})
+	if err != nil {
+		fail(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(loc, "go")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("no go signal"))
+		}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for end := time.Now().Add(tickChildFor); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		res, err := st.ScheduleTick(ctx, &queue.ScheduleTickParams{WorkerID: worker})
+		if err != nil {
+			fail(err)
+		}
+		for _, j := range res.Jobs {
+			fmt.Fprintln(out, j.Name)
+		}
+	}
+	out.Flush()
+	st.Close()
+	os.Exit(0)
+}
+
+// exerciseScheduleProcesses: schedulers in several processes on one store
+// make one instance per tick.
+func exerciseScheduleProcesses(t *testing.T, setup func(t *testing.T) *testBundle) {
+	t.Run("ScheduleTickProcesses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
+			{Name: "every-second", Command: []string{"true"}, Schedule: "@every 1s", Overlap: queue.OverlapAllow},
+		}})
+		require.NoError(t, err)
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		const nProcs = 4
+		outs := make([]string, nProcs)
+		errs := make([]error, nProcs)
+		var wg sync.WaitGroup
+		for i := range nProcs {
+			cmd := exec.Command(exe, "-test.run=^$")
+			cmd.Env = append(os.Environ(), envChild+"=tick", envLoc+"="+b.loc, envWorker+"=proc"+strconv.Itoa(i))
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			wg.Go(func() {
+				out, err := cmd.Output()
+				if err != nil {
+					err = fmt.Errorf("%w: %s", err, stderr.String())
+				}
+				outs[i], errs[i] = string(out), err
+			})
+		}
+		time.Sleep(50 * time.Millisecond)
+		require.NoError(t, os.WriteFile(filepath.Join(b.loc, "go"), nil, 0o644))
+		wg.Wait()
+		seen := map[string]int{}
+		for i := range nProcs {
+			require.NoError(t, errs[i], "child %d", i)
+			for _, name := range strings.Fields(outs[i]) {
+				prev, dup := seen[name]
+				require.False(t, dup, "instance %s made by proc%d and proc%d", name, i, prev)
+				seen[name] = i
+			}
+		}
+		require.GreaterOrEqual(t, len(seen), 2, "the children made instances (is storetest.RunChild called from TestMain?)")
+		jobs, err := b.st.JobList(b.ctx, &queue.JobListParams{Labels: map[string]string{queue.ScheduleLabel: "every-second"}})
+		require.NoError(t, err)
+		require.Len(t, jobs, len(seen))
 	})
 }

@@ -19,8 +19,9 @@
 // skip that subtest (and only on that error).
 //
 // The suite uses a fake clock ([Clock]) and a fixed jitter sample (0.5), so
-// no subtest sleeps through a lease or a backoff; the multi-process subtest
-// uses the real clock in its children.
+// no subtest sleeps through a lease or a backoff; the multi-process subtests
+// (claims, and schedulers, which run for 2.5 s) use the real clock in their
+// children.
 package storetest
 
 import (
@@ -78,6 +79,9 @@ const (
 // RunChild runs the work of a child process started by Exercise and exits;
 // in any other process it returns at once. Call it first in TestMain.
 func RunChild(open Opener) {
+	if os.Getenv(envChild) == "tick" {
+		runTickChild(open) // schedules.go
+	}
 	if os.Getenv(envChild) != "claim" {
 		return
 	}
