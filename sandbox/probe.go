@@ -88,10 +88,24 @@ type ProbeParams struct {
 	Shell string
 	// Timeout bounds each bwrap run of the probe. Defaults to 10s.
 	Timeout time.Duration
+	// MaxGrade caps the grade: GradePartial skips the full base and
+	// checks only the partial one, so a host that supports the full grade
+	// runs at the partial grade (tests, and reproducing a container's
+	// sandbox on a full host). It can only lower the grade, never weaken
+	// the fence below the partial grade's. Defaults to "" (no cap);
+	// GradeFull is the same.
+	MaxGrade Grade
 }
 
+// ForceGradeEnv names the environment variable [Probe] reads for
+// [ProbeParams.MaxGrade]: "partial" caps the grade at partial; "" or
+// "full" change nothing; any other value makes the probe fail (fail
+// closed: confined jobs refuse to run).
+const ForceGradeEnv = "PADDOCK_FORCE_GRADE"
+
 // Probe resolves bwrap from PATH and finds the grade, like [ProbeWith] with
-// zero params, and memoizes the report when it is usable: later calls return
+// zero params (but MaxGrade from $PADDOCK_FORCE_GRADE, see
+// [ForceGradeEnv]), and memoizes the report when it is usable: later calls return
 // it without running anything, and [Discovered] reads it. A failed probe is
 // not memoized, so the next call probes again. Safe for concurrent use;
 // concurrent first calls probe once.
@@ -107,7 +121,17 @@ func Probe(ctx context.Context) (ProbeReport, error) {
 	if r := probed.Load(); r != nil {
 		return *r, nil
 	}
-	r, err := ProbeWith(ctx, ProbeParams{})
+	var pp ProbeParams
+	switch g := os.Getenv(ForceGradeEnv); g {
+	case "", string(GradeFull):
+	case string(GradePartial):
+		pp.MaxGrade = GradePartial
+	default:
+		rep := ProbeReport{Grade: GradeUnusable, Root: os.Geteuid() == 0,
+			Error: fmt.Sprintf("%s=%q: want %q or %q", ForceGradeEnv, g, GradePartial, GradeFull), Hint: "unset " + ForceGradeEnv + " or set it to partial"}
+		return rep, fmt.Errorf("%w: %s", ErrUnusable, rep.Error)
+	}
+	r, err := ProbeWith(ctx, pp)
 	if err == nil {
 		probed.Store(&r)
 	}
@@ -185,7 +209,12 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 	rep.DisableUserns = versionAtLeast(rep.Version, 0, 8) && !rep.Setuid
 
 	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root}
-	fullErr := runCheck(ctx, pp, d, true)
+	var fullErr error
+	if pp.MaxGrade == GradePartial {
+		fullErr = errors.New("grade capped at partial")
+	} else {
+		fullErr = runCheck(ctx, pp, d, true)
+	}
 	if fullErr != nil {
 		d.Grade = GradePartial
 		if partialErr := runCheck(ctx, pp, d, true); partialErr != nil {
@@ -195,7 +224,11 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 			}
 			return fail(fmt.Sprintf("full grade: %v; partial grade: %v", fullErr, partialErr), "", "")
 		}
-		rep.Notes = append(rep.Notes, "partial grade because the full base failed: "+fullErr.Error())
+		if pp.MaxGrade == GradePartial {
+			rep.Notes = append(rep.Notes, "partial grade forced ("+ForceGradeEnv+"=partial or ProbeParams.MaxGrade); the full base was not tried")
+		} else {
+			rep.Notes = append(rep.Notes, "partial grade because the full base failed: "+fullErr.Error())
+		}
 	}
 	rep.Grade = d.Grade
 	if netErr := runCheck(ctx, pp, d, false); netErr != nil {
