@@ -1,0 +1,294 @@
+// Package e2etest holds the helpers of paddock's end-to-end tests: they
+// build the real paddock binary once per test binary and drive it as a
+// user would, with real bwrap, a real SQLite file and real processes. The
+// CLI's own tests (cmd/paddock) and the reliability suites in this
+// package's tests (crash, escape, bad input) share them.
+//
+// Tests that need a working bwrap call [RequireBwrap]: it skips them when
+// bwrap is unusable, and fails them instead under PADDOCK_REQUIRE_BWRAP=1
+// (CI), because a skipped security test is a hole.
+//
+// Everything here is for tests: failures end the calling test through
+// testify's require.
+package e2etest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox"
+)
+
+// CommandTimeout bounds each run of paddock by [Bundle.Run].
+const CommandTimeout = 3 * time.Minute
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// Paddock returns the path of a paddock binary built from this module's
+// cmd/paddock, building it on first use (once per test binary, into a
+// temporary directory that [Cleanup] removes).
+func Paddock(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "paddock-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "paddock")
+		out, err := exec.Command("go", "build", "-o", buildBin, "paddock/cmd/paddock").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build paddock: %v\n%s", err, out)
+		}
+	})
+	require.NoError(tb, buildErr)
+	return buildBin
+}
+
+// Cleanup removes the binary built by [Paddock]; call it from TestMain
+// after m.Run.
+func Cleanup() {
+	if buildBin != "" {
+		_ = os.RemoveAll(filepath.Dir(buildBin))
+	}
+}
+
+// RequireBwrap probes the host and returns the report. When bwrap is
+// unusable it skips the test, or fails it under PADDOCK_REQUIRE_BWRAP=1.
+func RequireBwrap(tb testing.TB) sandbox.ProbeReport {
+	tb.Helper()
+	rep, err := sandbox.Probe(context.Background())
+	if err != nil {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			tb.Fatalf("bwrap is unusable and PADDOCK_REQUIRE_BWRAP=1: %v (bwrap line %q, hint %q)", err, rep.BwrapLine, rep.Hint)
+		}
+		tb.Skipf("bwrap is unusable: %v (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", err)
+	}
+	return rep
+}
+
+// DefaultConfig is the config of [Setup] when given "": short leases and
+// graces, so that crash and stop tests do not wait long.
+const DefaultConfig = "lease = \"3s\"\nkill_grace = \"1s\"\nshutdown_grace = \"2s\"\n"
+
+// Bundle is one isolated paddock installation: a state directory and a
+// config file in a fresh temporary directory, and the environment paddock
+// runs with.
+type Bundle struct {
+	T      *testing.T
+	Bin    string
+	State  string
+	Config string
+	Dir    string
+	// Env is added to paddock's environment (after the test's own).
+	Env []string
+}
+
+// Setup makes a Bundle with config (DefaultConfig when ""), after
+// [RequireBwrap].
+func Setup(t *testing.T, config string) *Bundle {
+	t.Helper()
+	RequireBwrap(t)
+	dir := t.TempDir()
+	b := &Bundle{T: t, Bin: Paddock(t), State: filepath.Join(dir, "state"), Config: filepath.Join(dir, "config.toml"), Dir: dir}
+	if config == "" {
+		config = DefaultConfig
+	}
+	require.NoError(t, os.WriteFile(b.Config, []byte(config), 0o600))
+	return b
+}
+
+// Cmd returns paddock with the bundle's state dir and config and args.
+func (b *Bundle) Cmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, b.Bin, append([]string{"--state-dir", b.State, "--config", b.Config}, args...)...)
+	c.Env = append(append(os.Environ(), "PADDOCK_STATE_DIR="), b.Env...)
+	return c
+}
+
+// Run runs paddock and returns stdout, stderr and the exit code.
+func (b *Bundle) Run(args ...string) (string, string, int) {
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
+	defer cancel()
+	c := b.Cmd(ctx, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(b.T, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// WriteJob writes text to name in the bundle's directory and returns its path.
+func (b *Bundle) WriteJob(name, text string) string {
+	p := filepath.Join(b.Dir, name)
+	require.NoError(b.T, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+// Submit enqueues a job file and returns the ids.
+func (b *Bundle) Submit(path string) []string {
+	b.T.Helper()
+	out, errOut, code := b.Run("submit", path)
+	require.Equal(b.T, 0, code, "submit: %s", errOut)
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		ids = append(ids, strings.Fields(line)[0])
+	}
+	return ids
+}
+
+// StartWorker starts `paddock worker args…` in the background, logging to
+// worker.log in the bundle's directory (printed when the test fails); it is
+// killed at the end of the test.
+func (b *Bundle) StartWorker(args ...string) *exec.Cmd {
+	b.T.Helper()
+	c := b.Cmd(context.Background(), append([]string{"worker"}, args...)...)
+	logf, err := os.OpenFile(filepath.Join(b.Dir, "worker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(b.T, err)
+	c.Stdout, c.Stderr = logf, logf
+	require.NoError(b.T, c.Start())
+	b.T.Cleanup(func() {
+		_ = c.Process.Kill()
+		_, _ = c.Process.Wait()
+		logf.Close()
+		if b.T.Failed() {
+			log, _ := os.ReadFile(filepath.Join(b.Dir, "worker.log"))
+			b.T.Logf("worker log:\n%s", log)
+		}
+	})
+	return c
+}
+
+// Attempt is one attempt as `paddock --json show` prints it.
+type Attempt struct {
+	Number       int             `json:"number"`
+	Outcome      string          `json:"outcome"`
+	ExitCode     *int            `json:"exit_code"`
+	Signal       string          `json:"signal"`
+	Reason       string          `json:"reason"`
+	ConfinedArgv []string        `json:"confined_argv"`
+	Trail        json.RawMessage `json:"hook_trail"`
+	StdoutPath   string          `json:"stdout_path"`
+}
+
+// Job is a job as `paddock --json show` prints it.
+type Job struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	State    string    `json:"state"`
+	Reason   string    `json:"reason"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Show returns `paddock --json show ref`.
+func (b *Bundle) Show(ref string) Job {
+	b.T.Helper()
+	out, errOut, code := b.Run("--json", "show", ref)
+	require.Equal(b.T, 0, code, "show %s: %s", ref, errOut)
+	var s Job
+	require.NoError(b.T, json.Unmarshal([]byte(out), &s), out)
+	return s
+}
+
+// Listed is a job as `paddock --json ls` prints it.
+type Listed struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Outcome  string `json:"outcome"`
+	Reason   string `json:"reason"`
+}
+
+// List returns every job (`paddock --json ls --limit 0`), newest first.
+func (b *Bundle) List() []Listed {
+	b.T.Helper()
+	out, errOut, code := b.Run("--json", "ls", "--limit", "0")
+	require.Equal(b.T, 0, code, "ls: %s", errOut)
+	var jobs []Listed
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var j Listed
+		require.NoError(b.T, dec.Decode(&j), out)
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// WaitState polls until the job is in one of states, or fails the test
+// after timeout. A job that does not exist yet (a file in the inbox) is
+// waited for too.
+func (b *Bundle) WaitState(ref string, timeout time.Duration, states ...string) Job {
+	b.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var s Job
+		if out, _, code := b.Run("--json", "show", ref); code == 0 {
+			require.NoError(b.T, json.Unmarshal([]byte(out), &s), out)
+		}
+		for _, st := range states {
+			if s.State == st {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			b.T.Fatalf("job %s still %q after %s, want %v", ref, s.State, timeout, states)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ProcessesWith returns the pids (other than this process) whose command
+// line contains marker.
+func ProcessesWith(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// RequireNoProcess fails the test when a process whose command line
+// contains marker is still alive 5 seconds from now.
+func RequireNoProcess(t testing.TB, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ProcessesWith(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes with %q survived: %v", marker, ProcessesWith(marker))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
