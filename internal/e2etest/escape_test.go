@@ -1,0 +1,191 @@
+package e2etest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox"
+)
+
+// escapeJob is one job of the escape suite: a script that tries to get
+// out of the fence, and the host paths that must not exist afterwards.
+type escapeJob struct {
+	name    string
+	script  string   // run by /bin/sh -c with $1 = outside dir, $2 = token, $3 = a host pid
+	outcome string   // expected attempt outcome
+	absent  []string // host paths that must not exist after the job ("{out}", "{tok}", "{ws}" expanded)
+	timeout string
+	setup   func(t *testing.T, ws, out string) // prepares the workspace on the host
+}
+
+// escapeJobs is the table the README lists ("Escape suite").
+var escapeJobs = []escapeJob{
+	{
+		name: "write-outside", outcome: "succeeded",
+		script: `echo x > "$1/write-outside"; echo x > "/etc/paddock-escape-$2"; echo x > "/usr/paddock-escape-$2"; echo x > "$HOME/paddock-escape-$2"`,
+		absent: []string{"{out}/write-outside", "/etc/paddock-escape-{tok}", "/usr/paddock-escape-{tok}"},
+	},
+	{
+		name: "host-tmp", outcome: "succeeded",
+		script: `echo x > "/tmp/paddock-escape-$2" || echo FAILED-TO-WRITE-PRIVATE-TMP; test -e "/tmp/paddock-visible-$2" && echo ESCAPED-saw-host-tmp`,
+		absent: []string{"/tmp/paddock-escape-{tok}"},
+	},
+	{
+		name: "proc-root", outcome: "succeeded",
+		script: `for pid in "$3" 1 $(ls /proc 2>/dev/null | grep '^[0-9]'); do ( echo x > "/proc/$pid/root$1/proc-root" ) 2>/dev/null && echo "ESCAPED-via-$pid"; done`,
+		absent: []string{"{out}/proc-root"},
+	},
+	{
+		name: "symlink-made", outcome: "succeeded",
+		script: `ln -s "$1" link && echo x > link/symlink-made; ln -s "/etc/paddock-escape-link-$2" file && echo x > file`,
+		absent: []string{"{out}/symlink-made", "/etc/paddock-escape-link-{tok}"},
+	},
+	{
+		name: "symlink-placed", outcome: "succeeded",
+		script: `echo x > placed/symlink-placed; echo x > placed-file`,
+		absent: []string{"{out}/symlink-placed", "{out}/placed-file"},
+		setup: func(t *testing.T, ws, out string) {
+			require.NoError(t, os.Symlink(out, filepath.Join(ws, "placed")))
+			require.NoError(t, os.Symlink(filepath.Join(out, "placed-file"), filepath.Join(ws, "placed-file")))
+		},
+	},
+	{
+		name: "remount", outcome: "succeeded",
+		script: `mount -o remount,rw,bind / && echo ESCAPED-remounted; mount -o remount,rw / && echo ESCAPED-remounted-rw; mkdir -p mnt; mount --bind "$1" mnt && echo x > mnt/remount; echo x > "/etc/paddock-escape-remount-$2"`,
+		absent: []string{"{out}/remount", "/etc/paddock-escape-remount-{tok}"},
+	},
+	{
+		name: "userns", outcome: "succeeded",
+		script: `unshare -Ur sh -c 'mount -o remount,rw,bind / && echo x > "$0"' "/etc/paddock-escape-userns-$2" && echo ESCAPED-userns;
+unshare -m sh -c 'mount -o remount,rw,bind / && echo x > "$0"' "/etc/paddock-escape-mountns-$2" && echo ESCAPED-mountns;
+unshare -U sh -c 'echo x > "$0"' "/etc/paddock-escape-userns2-$2" && echo ESCAPED-userns2`,
+		absent: []string{"/etc/paddock-escape-userns-{tok}", "/etc/paddock-escape-mountns-{tok}", "/etc/paddock-escape-userns2-{tok}"},
+	},
+	{
+		name: "setsid-daemon", outcome: "timeout", timeout: "1s",
+		// The daemon ignores SIGTERM (so does its sleep, which inherits
+		// that) and writes its workspace only if its sleep ran to the end.
+		script: `setsid /bin/sh -c 'trap "" TERM HUP INT; sleep 3 && echo x > daemon-survived' paddock-daemon-$2 </dev/null >/dev/null 2>&1 & sleep 600`,
+		absent: []string{"{ws}/daemon-survived"},
+	},
+}
+
+// TestEscapeSuite runs every escape job through the real worker at both
+// grades (the partial one forced with PADDOCK_FORCE_GRADE=partial) and
+// checks from the host that nothing got out.
+func TestEscapeSuite(t *testing.T) {
+	t.Parallel()
+	rep := RequireBwrap(t)
+	grades := []sandbox.Grade{sandbox.GradeFull, sandbox.GradePartial}
+	if rep.Grade == sandbox.GradePartial {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("this host supports only the partial grade and PADDOCK_REQUIRE_BWRAP=1: the full grade cannot be checked")
+		}
+		t.Logf("this host supports only the partial grade: the full grade is not checked")
+		grades = grades[1:]
+	}
+	for _, g := range grades {
+		t.Run(string(g), func(t *testing.T) {
+			t.Parallel()
+			escapeSuite(t, g)
+		})
+	}
+}
+
+func escapeSuite(t *testing.T, grade sandbox.Grade) {
+	b := Setup(t, "")
+	b.Env = []string{sandbox.ForceGradeEnv + "="}
+	if grade == sandbox.GradePartial {
+		b.Env = []string{sandbox.ForceGradeEnv + "=partial"}
+	}
+	tok := randomToken(t)
+	// out is writable on the host and outside every workspace; /var/tmp
+	// is visible (read-only) inside the sandbox, unlike /tmp.
+	out, err := os.MkdirTemp("/var/tmp", "paddock-escape-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(out) })
+	visible := "/tmp/paddock-visible-" + tok
+	require.NoError(t, os.WriteFile(visible, []byte("host"), 0o644))
+	t.Cleanup(func() { os.Remove(visible) })
+	host := exec.Command("sleep", "600")
+	require.NoError(t, host.Start())
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	wsBase := t.TempDir()
+	expand := func(j escapeJob, s string) string {
+		return strings.NewReplacer("{out}", out, "{tok}", tok, "{ws}", filepath.Join(wsBase, j.name)).Replace(s)
+	}
+	for _, j := range escapeJobs {
+		for _, p := range j.absent {
+			t.Cleanup(func() { os.Remove(expand(j, p)) })
+		}
+	}
+
+	var file strings.Builder
+	for _, j := range escapeJobs {
+		ws := filepath.Join(wsBase, j.name)
+		require.NoError(t, os.Mkdir(ws, 0o755))
+		if j.setup != nil {
+			j.setup(t, ws, out)
+		}
+		fmt.Fprintf(&file, "[[job]]\nname = %q\nmode = \"workspace_write\"\nworkspace = %q\ncommand = %s\n",
+			j.name, ws, tomlArray("/bin/sh", "-c", j.script+"\necho attempted", "sh", out, tok, strconv.Itoa(host.Process.Pid)))
+		if j.timeout != "" {
+			fmt.Fprintf(&file, "timeout = %q\n", j.timeout)
+		}
+	}
+	b.Submit(b.WriteJob("escape.toml", file.String()))
+	_, errOut, code := b.Run("worker", "--drain", "--concurrency", "2")
+	drained := time.Now() // any daemon started before this
+	require.Equal(t, 1, code, "the daemon job times out, so drain exits 1: %s", errOut)
+
+	for _, j := range escapeJobs {
+		s := b.Show(j.name)
+		require.NotEmpty(t, s.Attempts, j.name)
+		a := s.Attempts[len(s.Attempts)-1]
+		require.Equal(t, j.outcome, a.Outcome, "%s: %s", j.name, a.Reason)
+		// The attempt ran at the grade asked for.
+		if grade == sandbox.GradePartial {
+			require.Contains(t, a.ConfinedArgv, "--dev-bind", j.name)
+			require.NotContains(t, a.ConfinedArgv, "--proc", j.name)
+		} else {
+			require.Contains(t, a.ConfinedArgv, "--proc", j.name)
+		}
+		log, err := os.ReadFile(a.StdoutPath)
+		require.NoError(t, err)
+		if j.outcome == "succeeded" {
+			require.Contains(t, string(log), "attempted", "%s: the script must have run to its end", j.name)
+		}
+		require.NotContains(t, string(log), "ESCAPED", j.name)
+		require.NotContains(t, string(log), "FAILED-TO-WRITE-PRIVATE-TMP", j.name)
+		for _, p := range j.absent {
+			_, err := os.Lstat(expand(j, p))
+			require.True(t, os.IsNotExist(err), "%s at grade %s: %s exists on the host", j.name, grade, expand(j, p))
+		}
+	}
+	// The daemon is gone; had it outlived the job it would write
+	// daemon-survived after 3 seconds: look again once they have passed.
+	RequireNoProcess(t, "paddock-daemon-"+tok)
+	time.Sleep(time.Until(drained.Add(3500 * time.Millisecond)))
+	_, err = os.Lstat(filepath.Join(wsBase, "setsid-daemon", "daemon-survived"))
+	require.True(t, os.IsNotExist(err), "the setsid daemon outlived its job")
+	ents, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Empty(t, ents, "nothing may land in the outside directory")
+}
+
+// tomlArray renders strings as a TOML array of basic strings.
+func tomlArray(ss ...string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
