@@ -78,22 +78,62 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 	if maxIdle <= 0 {
 		maxIdle = runtime.GOMAXPROCS(0)
 	}
+	// Check every config first, then load (read, hash, compile) the hooks
+	// before the first bad config concurrently: compiling, or
+	// deserializing from the cache, is CPU-bound and per module, so a
+	// chain of three starts in about the time of its slowest hook on a
+	// multi-core host. The error returned is the first in chain order, as
+	// if the hooks were loaded one by one.
+	errs := make([]error, len(o.Hooks))
+	cfgs := make([]Config, 0, len(o.Hooks))
+	names := map[string]bool{}
 	for i, hc := range o.Hooks {
 		cfg, err := hc.withDefaults()
+		if err == nil && names[cfg.Name] {
+			err = fmt.Errorf("%w: hook %q: name: used twice", ErrConfig, cfg.Name)
+		} else if err != nil {
+			err = fmt.Errorf("hooks[%d]: %w", i, err)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("hooks[%d]: %w", i, err)
+			errs[i] = err
+			break
 		}
-		if _, dup := c.byName[cfg.Name]; dup {
-			return nil, fmt.Errorf("%w: hook %q: name: used twice", ErrConfig, cfg.Name)
+		names[cfg.Name] = true
+		cfgs = append(cfgs, cfg)
+	}
+	loaded := make([]*hook, len(cfgs))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			loaded[i], errs[i] = loadHook(ctx, cfg, c.cache, maxIdle)
+		}()
+	}
+	wg.Wait()
+	for i, h := range loaded { // every loaded hook is closed by Close on error
+		if h != nil {
+			c.hooks = append(c.hooks, h)
+			c.byName[cfgs[i].Name] = h
 		}
-		h, err := loadHook(ctx, cfg, c.cache, maxIdle)
-		if err != nil {
-			return nil, err
-		}
-		c.hooks = append(c.hooks, h)
-		c.byName[cfg.Name] = h
+	}
+	if err := firstNonNil(errs); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// firstNonNil returns the first non-nil error of errs, or nil.
+func firstNonNil(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close releases every hook's runtime and instances, then the compilation
