@@ -21,7 +21,7 @@ type escapeJob struct {
 	name    string
 	script  string   // run by /bin/sh -c with $1 = outside dir, $2 = token, $3 = a host pid
 	outcome string   // expected attempt outcome
-	absent  []string // host paths that must not exist after the job ("{out}", "{tok}", "{ws}" expanded)
+	absent  []string // host paths that must not exist after the job ("{out}", "{tok}", "{ws}", "{home}" expanded)
 	timeout string
 	setup   func(t *testing.T, ws, out string) // prepares the workspace on the host
 }
@@ -31,7 +31,7 @@ var escapeJobs = []escapeJob{
 	{
 		name: "write-outside", outcome: "succeeded",
 		script: `echo x > "$1/write-outside"; echo x > "/etc/paddock-escape-$2"; echo x > "/usr/paddock-escape-$2"; echo x > "$HOME/paddock-escape-$2"`,
-		absent: []string{"{out}/write-outside", "/etc/paddock-escape-{tok}", "/usr/paddock-escape-{tok}"},
+		absent: []string{"{out}/write-outside", "/etc/paddock-escape-{tok}", "/usr/paddock-escape-{tok}", "{home}/paddock-escape-{tok}"},
 	},
 	{
 		name: "host-tmp", outcome: "succeeded",
@@ -120,7 +120,7 @@ func escapeSuite(t *testing.T, grade sandbox.Grade) {
 	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
 	wsBase := t.TempDir()
 	expand := func(j escapeJob, s string) string {
-		return strings.NewReplacer("{out}", out, "{tok}", tok, "{ws}", filepath.Join(wsBase, j.name)).Replace(s)
+		return strings.NewReplacer("{out}", out, "{tok}", tok, "{ws}", filepath.Join(wsBase, j.name), "{home}", os.Getenv("HOME")).Replace(s)
 	}
 	for _, j := range escapeJobs {
 		for _, p := range j.absent {
