@@ -10,7 +10,7 @@ HOOKS_DIR := $(BIN)/hooks
 COMMAND_HOOKS := denylist minimal
 REACTOR_HOOKS := tighten minimal-reactor
 
-.PHONY: all build hooks bwrap test vet demo clean
+.PHONY: all build hooks bwrap test vet demo clean bench soak
 
 all: build hooks
 
@@ -50,6 +50,18 @@ test: bwrap hooks vet
 
 demo: bwrap build hooks
 	./examples/demo.sh
+
+# bench measures paddock side by side with xargs -P, GNU parallel and tsp
+# (see README.md, "Performance"). BENCH_FLAGS passes flags, e.g.
+# BENCH_FLAGS="--runs 3 --scenarios throughput" or "--json".
+bench: bwrap build hooks
+	$(GO) build -o $(BIN)/paddock-bench ./cmd/paddock-bench
+	$(BIN)/paddock-bench --paddock $(BIN)/paddock --hooks-dir $(HOOKS_DIR) $(BENCH_FLAGS)
+
+# soak runs the long reliability suites (the 300-job crash suite) on top
+# of the quick ones in `make test`.
+soak: bwrap hooks
+	PADDOCK_SOAK=1 $(GO) test -count=1 -timeout 30m -v -run 'TestCrash|TestEscape|TestBad|TestHostile' ./internal/e2etest
 
 clean:
 	rm -rf $(BIN)

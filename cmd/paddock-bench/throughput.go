@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"paddock/sandbox"
+)
+
+// install is one paddock installation: a state directory and a config.
+type install struct {
+	paddock string
+	dir     string
+	state   string
+	config  string
+}
+
+// newInstall writes config into a fresh directory.
+func (b *bench) newInstall(prefix, config string) (*install, error) {
+	dir, err := b.dir(prefix)
+	if err != nil {
+		return nil, err
+	}
+	in := &install{paddock: b.o.paddock, dir: dir, state: filepath.Join(dir, "state"), config: filepath.Join(dir, "config.toml")}
+	return in, os.WriteFile(in.config, []byte(config), 0o600)
+}
+
+func (in *install) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, in.paddock, append([]string{"--state-dir", in.state, "--config", in.config}, args...)...)
+	c.Env = append(os.Environ(), "PADDOCK_STATE_DIR=")
+	return c
+}
+
+// run runs paddock to completion and fails with its stderr.
+func (in *install) run(ctx context.Context, args ...string) error {
+	c := in.cmd(ctx, args...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("paddock %s: %w: %s", strings.Join(args, " "), err, lastLines(errb.String(), 5))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// runSampled starts c, samples its peak RSS (VmHWM) every 20ms until it
+// exits and returns the peak in MiB with the wait error.
+func runSampled(c *exec.Cmd) (float64, error) {
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", c.Process.Pid)
+	peak := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if kib := vmHWM(status); kib > peak {
+			peak = kib
+		}
+		select {
+		case err := <-done:
+			return float64(peak) / 1024, err
+		case <-tick.C:
+		}
+	}
+}
+
+// vmHWM reads the VmHWM line of a /proc/<pid>/status file, in KiB, or 0.
+func vmHWM(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.Atoi(f[0])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// throughputConfig is the config of the throughput installation: one
+// reactor hook, as the issue asks.
+func (b *bench) throughputConfig() string {
+	return fmt.Sprintf("[[hook]]\nname = \"tighten\"\npath = %q\nsettings = { dry_run = [\"rsync\"] }\n", filepath.Join(b.o.hooksDir, "tighten.wasm"))
+}
+
+// trivialBatch writes n /bin/true jobs sharing workspace ws.
+func trivialBatch(path, ws string, n int) error {
+	var s strings.Builder
+	fmt.Fprintf(&s, "[defaults]\nmode = \"workspace_write\"\nworkspace = %q\n\n", ws)
+	for i := range n {
+		fmt.Fprintf(&s, "[[job]]\nname = \"true-%d\"\ncommand = [\"/bin/true\"]\n", i)
+	}
+	return os.WriteFile(path, []byte(s.String()), 0o600)
+}
+
+// throughputPaddock is one run: submit the batch, then worker --drain at
+// concurrency conc; wall seconds from submit to the worker's exit, and the
+// worker's peak RSS. The compilation cache is warmed first (a worker
+// restart, not a first install: scenario 4 measures compilation).
+func (b *bench) throughputPaddock(ctx context.Context, conc int) (wall, rssMiB float64, err error) {
+	in, err := b.newInstall("tp-paddock", b.throughputConfig())
+	if err != nil {
+		return 0, 0, err
+	}
+	ws := filepath.Join(in.dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return 0, 0, err
+	}
+	jobs := filepath.Join(in.dir, "jobs.toml")
+	if err := trivialBatch(jobs, ws, b.o.jobs); err != nil {
+		return 0, 0, err
+	}
+	one := filepath.Join(in.dir, "one.toml")
+	if err := trivialBatch(one, ws, 1); err != nil {
+		return 0, 0, err
+	}
+	if err := in.run(ctx, "check", one); err != nil { // warms <state>/cache/wazero
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := in.run(ctx, "submit", jobs); err != nil {
+		return 0, 0, err
+	}
+	w := in.cmd(ctx, "worker", "--drain", "--concurrency", strconv.Itoa(conc), "--log-level", "warn")
+	var errb bytes.Buffer
+	w.Stderr = &errb
+	rssMiB, err = runSampled(w)
+	wall = time.Since(start).Seconds()
+	if err != nil {
+		return 0, 0, fmt.Errorf("worker --drain: %w: %s", err, lastLines(errb.String(), 5))
+	}
+	return wall, rssMiB, nil
+}
+
+// confinedTrue is the confined argv of /bin/true in workspace ws, exactly
+// as the worker builds it.
+func (b *bench) confinedTrue(ws string) ([]string, error) {
+	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Network: true})
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.ConfineWith([]string{"/bin/true"}, pol, b.probe.Discovery())
+}
+
+// shellQuote quotes argv for sh.
+func shellQuote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+// throughputTool runs the confined argv n times with a baseline tool at
+// concurrency conc and returns the wall seconds.
+func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (float64, error) {
+	dir, err := b.dir("tp-" + tool)
+	if err != nil {
+		return 0, err
+	}
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return 0, err
+	}
+	argv, err := b.confinedTrue(ws)
+	if err != nil {
+		return 0, err
+	}
+	// bwrap writes its status to fd 3 (--json-status-fd 3): every tool
+	// gets it open on /dev/null, as inherited fd or by redirection.
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer devnull.Close()
+	var lines strings.Builder
+	for i := range b.o.jobs {
+		fmt.Fprintf(&lines, "%d\n", i)
+	}
+	n := strconv.Itoa(b.o.jobs)
+	c := strconv.Itoa(conc)
+	start := time.Now()
+	switch tool {
+	case "xargs":
+		cmd := exec.CommandContext(ctx, "xargs", append([]string{"-P", c, "-I{}", "--"}, argv...)...)
+		cmd.Stdin = strings.NewReader(lines.String())
+		cmd.ExtraFiles = []*os.File{devnull}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("xargs: %w: %s", err, out)
+		}
+	case "parallel":
+		// GNU parallel runs each command line through a shell.
+		cmd := exec.CommandContext(ctx, "parallel", "--will-cite", "-j", c, "-N0", shellQuote(argv)+" 3>/dev/null", ":::")
+		for i := range b.o.jobs {
+			cmd.Args = append(cmd.Args, strconv.Itoa(i))
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("parallel: %w: %s", err, out)
+		}
+	case "tsp":
+		env := append(os.Environ(), "TS_SOCKET="+filepath.Join(dir, "ts.sock"), "TMPDIR="+dir, "TS_MAXFINISHED="+n)
+		tsp := func(args ...string) (string, error) {
+			cmd := exec.CommandContext(ctx, "tsp", args...)
+			cmd.Env = env
+			out, err := cmd.Output()
+			return strings.TrimSpace(string(out)), err
+		}
+		defer tsp("-K") //nolint:errcheck // the server goes with its socket
+		if _, err := tsp("-S", c); err != nil {
+			return 0, fmt.Errorf("tsp -S: %w", err)
+		}
+		start = time.Now() // the server start is not the jobs' cost
+		// tsp execs the command without a shell and without fd 3: one sh
+		// opens it, and counts the job done in a file this process polls
+		// (tsp -w on the last id does not always wait, seen with 1.0.1, and
+		// polling tsp -l costs a process per look).
+		done := filepath.Join(dir, "done")
+		script := shellQuote(argv) + " 3>/dev/null && echo >> " + shellQuote([]string{done})
+		for range b.o.jobs {
+			if _, err := tsp("-n", "sh", "-c", script); err != nil {
+				return 0, fmt.Errorf("tsp: %w", err)
+			}
+		}
+		last, lastChange := -1, time.Now()
+		for {
+			data, _ := os.ReadFile(done)
+			if len(data) >= b.o.jobs {
+				break
+			}
+			if len(data) != last {
+				last, lastChange = len(data), time.Now()
+			}
+			if time.Since(lastChange) > time.Minute {
+				list, _ := tsp("-l")
+				return 0, fmt.Errorf("tsp: %d of %d jobs succeeded, no progress for a minute:\n%s", last, b.o.jobs, lastLines(list, 5))
+			}
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	default:
+		return 0, fmt.Errorf("unknown tool %q", tool)
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// throughput is scenario 1 (and the first half of scenario 5).
+func (b *bench) throughput(ctx context.Context) error {
+	tools := []string{"xargs", "parallel", "tsp"}
+	installed := map[string]bool{}
+	for _, t := range tools {
+		_, err := exec.LookPath(t)
+		installed[t] = err == nil
+	}
+	if !installed["xargs"] {
+		return fmt.Errorf("xargs is needed: it is the baseline")
+	}
+	if installed["parallel"] {
+		// moreutils also ships a "parallel"; only GNU parallel is measured.
+		out, _ := exec.Command("parallel", "--version").CombinedOutput()
+		installed["parallel"] = bytes.Contains(out, []byte("GNU parallel"))
+	}
+	var rss []float64
+	for _, conc := range []int{1, 2} {
+		samples := map[string][]float64{}
+		for r := range b.o.runs {
+			// Interleave the tools so that load changes hit them alike.
+			for _, t := range tools {
+				if !installed[t] {
+					continue
+				}
+				s, err := b.throughputTool(ctx, t, conc)
+				if err != nil {
+					return err
+				}
+				samples[t] = append(samples[t], s)
+			}
+			s, m, err := b.throughputPaddock(ctx, conc)
+			if err != nil {
+				return err
+			}
+			samples["paddock"] = append(samples["paddock"], s)
+			if conc == 2 {
+				rss = append(rss, m)
+			}
+			b.logf("throughput -P %d run %d/%d: paddock %.2fs xargs %.2fs", conc, r+1, b.o.runs, s, samples["xargs"][r])
+		}
+		base := fmt.Sprintf("xargs -P %d", conc)
+		b.add("throughput", base, "s", samples["xargs"], "", fmt.Sprintf("%d × confined /bin/true", b.o.jobs))
+		b.add("throughput", fmt.Sprintf("paddock -c %d", conc), "s", samples["paddock"], base, "submit + worker --drain, 1 reactor hook")
+		for _, t := range []string{"parallel", "tsp"} {
+			name := fmt.Sprintf("%s -j %d", t, conc)
+			if t == "tsp" {
+				name = fmt.Sprintf("tsp -S %d", conc)
+			}
+			if !installed[t] {
+				b.note("throughput", name, "not installed")
+				continue
+			}
+			b.add("throughput", name, "s", samples[t], base, "")
+		}
+	}
+	b.add("memory", "worker peak RSS, throughput -c 2", "MiB", rss, "", fmt.Sprintf("%d jobs", b.o.jobs))
+	return nil
+}
