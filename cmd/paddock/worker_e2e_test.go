@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/internal/e2etest"
+)
+
+// paddock run next to a worker on the same state directory: whoever claims
+// the retry, run reports the job's final status.
+func TestE2ERunBesideAWorker(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	ws := t.TempDir()
+	job := b.WriteJob("flaky.toml", fmt.Sprintf(`
+name = "second-time-lucky"
+mode = "workspace_write"
+workspace = %q
+retries = 1
+backoff = "2s"
+command = "if [ -e ran-once ]; then echo second; else touch ran-once; exit 4; fi"
+`, ws))
+	b.StartWorker("--concurrency", "1")
+	_, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	s := b.Show("second-time-lucky")
+	require.Equal(t, "succeeded", s.State)
+	require.Len(t, s.Attempts, 2)
+	require.Equal(t, 4, *s.Attempts[0].ExitCode)
+}
+
+// SIGTERM: the worker stops claiming, lets the running job finish within
+// shutdown_grace, records it, and exits 0; the queued job stays queued.
+func TestE2EWorkerGracefulStop(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "shutdown_grace = \"30s\"\nlease = \"3s\"\n")
+	ws := t.TempDir()
+	ids := b.Submit(b.WriteJob("two.toml", fmt.Sprintf(`
+[defaults]
+mode = "workspace_write"
+workspace = %q
+priority = 1
+
+[[job]]
+name = "finishing"
+priority = 2
+command = "touch started; sleep 1.5; echo done > finished"
+
+[[job]]
+name = "never-started"
+command = "touch second-ran"
+`, ws)))
+	w := b.StartWorker("--concurrency", "1")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the job never started")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	state, err := w.Process.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 0, state.ExitCode(), "a graceful stop exits 0")
+	require.Equal(t, "succeeded", b.Show(ids[0]).State, "the running job finished within the grace and was recorded")
+	require.FileExists(t, filepath.Join(ws, "finished"))
+	require.Equal(t, "queued", b.Show(ids[1]).State, "no claim after the signal")
+	require.NoFileExists(t, filepath.Join(ws, "second-ran"))
+}
+
+// A second signal stops at once: the running job is killed, not recorded as
+// finished, and a later worker recovers its lease and runs it again.
+func TestE2EWorkerSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "shutdown_grace = \"5m\"\nlease = \"2s\"\n")
+	marker := fmt.Sprintf("paddock-second-signal-%d", time.Now().UnixNano())
+	ws := t.TempDir()
+	ids := b.Submit(b.WriteJob("long.toml", fmt.Sprintf(`
+name = "long"
+mode = "workspace_write"
+workspace = %q
+retries = 1
+command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
+`, ws, marker)))
+	w := b.StartWorker("--concurrency", "1")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e2etest.ProcessesWith(marker)) == 0 {
+		require.False(t, time.Now().After(deadline), "the job never started")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	done := make(chan struct{})
+	go func() { _, _ = w.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop at the second signal")
+	}
+	e2etest.RequireNoProcess(t, marker)
+	require.Equal(t, "running", b.Show(ids[0]).State, "left for lease recovery")
+
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 0, code, errOut)
+	s := b.Show(ids[0])
+	require.Equal(t, "succeeded", s.State)
+	require.Equal(t, "interrupted", s.Attempts[0].Outcome)
+}
