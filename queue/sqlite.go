@@ -53,6 +53,7 @@ type SQLiteStore struct {
 	closed atomic.Bool
 
 	stClaimSel, stClaimUpd, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
+	stmts                                                     map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
 }
 
 var _ Store = (*SQLiteStore)(nil)
@@ -171,6 +172,15 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 			return nil, fmt.Errorf("queue: prepare: %w", err)
 		}
 	}
+	s.stmts = make(map[string]*sql.Stmt, len(hotSQL))
+	for _, q := range hotSQL {
+		st, err := s.w.PrepareContext(ctx, q)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("queue: prepare: %w", err)
+		}
+		s.stmts[q] = st
+	}
 	return s, nil
 }
 
@@ -206,6 +216,9 @@ func (s *SQLiteStore) Close() error {
 			st.Close()
 		}
 	}
+	for _, st := range s.stmts {
+		st.Close()
+	}
 	err := s.w.Close()
 	if s.r != nil {
 		err = errors.Join(err, s.r.Close())
@@ -236,6 +249,13 @@ func (s *SQLiteStore) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // Hot statements (TestQueryPlans checks their plans use indexes).
 const (
+	jobByIDSQL      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
+	jobByRidSQL     = `SELECT ` + jobCols + ` FROM jobs WHERE rid = ?`
+	attemptsSQL     = `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path FROM attempts WHERE job_rid = ? ORDER BY number`
+	sourceSQL       = `SELECT text FROM sources WHERE id = ?`
+	closeAttemptSQL = `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`
+	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
+
 	claimSQL     = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
 	claimIDsSQL  = `SELECT j.rid FROM json_each(?) AS w CROSS JOIN jobs AS j ON j.id = w.value WHERE j.state = 'queued' AND j.deps_pending = 0 AND j.not_before_ns <= ? ORDER BY j.priority DESC, j.created_ns, j.rid LIMIT ?`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
@@ -247,6 +267,9 @@ const (
 	pruneInsertSQL = `INSERT INTO temp.prune ` + pruneSelectSQL
 	pruneSelectSQL = `SELECT rid FROM jobs WHERE finished_ns > 0 AND finished_ns <= ?`
 )
+
+// hotSQL are prepared once when the store opens and used by [cachedTx].
+var hotSQL = []string{jobByIDSQL, jobByRidSQL, attemptsSQL, sourceSQL, closeAttemptSQL, setStateSQL, failSQL, releaseSQL}
 
 const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path`
 
@@ -301,13 +324,61 @@ type querier interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
+// execQuerier is a querier that also writes: a *sql.Tx, or a [cachedTx].
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
+// cachedTx runs a transaction's statements through the statements of
+// hotSQL, prepared once on the writer connection when the store opens, so
+// the per-job paths (recording an attempt, its dependents, the reload) do
+// not parse their SQL on every call. Any other SQL runs on the plain
+// transaction. (Preparing lazily would need a second writer connection
+// while the transaction holds the only one.)
+type cachedTx struct {
+	s  *SQLiteStore
+	tx *sql.Tx
+}
+
+// cached wraps tx.
+func (s *SQLiteStore) cached(tx *sql.Tx) cachedTx { return cachedTx{s, tx} }
+
+func (c cachedTx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if st, ok := c.s.stmts[q]; ok {
+		return c.tx.StmtContext(ctx, st)
+	}
+	return nil
+}
+
+func (c cachedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := c.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return c.tx.QueryRowContext(ctx, q, args...)
+}
+
+func (c cachedTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := c.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return c.tx.QueryContext(ctx, q, args...)
+}
+
+func (c cachedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := c.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return c.tx.ExecContext(ctx, q, args...)
+}
+
 // resolve finds a job by id, or by name (the newest with that name).
 func resolve(ctx context.Context, q querier, ref string) (jobRow, error) {
 	if ref == "" {
 		return jobRow{}, fmt.Errorf("%w: empty id or name", ErrNotFound)
 	}
 	if looksLikeID(ref) {
-		r, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, ref))
+		r, err := scanJob(q.QueryRowContext(ctx, jobByIDSQL, ref))
 		if err == nil {
 			return r, nil
 		}
@@ -326,7 +397,7 @@ func resolve(ctx context.Context, q querier, ref string) (jobRow, error) {
 }
 
 func loadAttempts(ctx context.Context, q querier, rid int64) ([]Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path FROM attempts WHERE job_rid = ? ORDER BY number`, rid)
+	rows, err := q.QueryContext(ctx, attemptsSQL, rid)
 	if err != nil {
 		return nil, fmt.Errorf("queue: attempts: %w", err)
 	}
@@ -367,7 +438,7 @@ func (s *SQLiteStore) fill(ctx context.Context, q querier, r *jobRow, attempts, 
 		r.Attempts = a
 	}
 	if source {
-		err := q.QueryRowContext(ctx, `SELECT text FROM sources WHERE id = ?`, r.sourceID).Scan(&r.Source)
+		err := q.QueryRowContext(ctx, sourceSQL, r.sourceID).Scan(&r.Source)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue: source: %w", err)
 		}
@@ -621,7 +692,7 @@ func jobLabel(j Job) string {
 }
 
 // failDependents fails, transitively, every queued job waiting on rid.
-func failDependents(ctx context.Context, tx *sql.Tx, rid int64, label string, state JobState, now int64) error {
+func failDependents(ctx context.Context, tx execQuerier, rid int64, label string, state JobState, now int64) error {
 	type item struct {
 		rid   int64
 		label string
@@ -660,7 +731,7 @@ func failDependents(ctx context.Context, tx *sql.Tx, rid int64, label string, st
 }
 
 // releaseDependents counts a success towards every job waiting on rid.
-func releaseDependents(ctx context.Context, tx *sql.Tx, rid, now int64) error {
+func releaseDependents(ctx context.Context, tx execQuerier, rid, now int64) error {
 	_, err := tx.ExecContext(ctx, releaseSQL, now, rid)
 	if err != nil {
 		return fmt.Errorf("queue: release dependents: %w", err)
@@ -776,8 +847,9 @@ func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams)
 		return Job{}, errors.New("queue: attempt finish: Trail is not valid JSON")
 	}
 	var out Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, p.JobID))
+	err := s.tx(ctx, func(stx *sql.Tx) error {
+		tx := s.cached(stx)
+		r, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, p.JobID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %s", ErrNotFound, p.JobID)
 		}
@@ -805,7 +877,7 @@ func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams)
 	return out, err
 }
 
-func (s *SQLiteStore) closeAttempt(ctx context.Context, tx *sql.Tx, rid int64, number int, ended int64, a Attempt) error {
+func (s *SQLiteStore) closeAttempt(ctx context.Context, tx execQuerier, rid int64, number int, ended int64, a Attempt) error {
 	var exit any
 	if a.ExitCode != nil {
 		exit = *a.ExitCode
@@ -815,7 +887,7 @@ func (s *SQLiteStore) closeAttempt(ctx context.Context, tx *sql.Tx, rid int64, n
 		b, _ := json.Marshal(a.ConfinedArgv)
 		argv = string(b)
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`,
+	_, err := tx.ExecContext(ctx, closeAttemptSQL,
 		ended, a.Outcome, exit, a.Signal, a.Reason, argv, string(a.Trail), a.StdoutPath, a.StderrPath, rid, number)
 	if err != nil {
 		return fmt.Errorf("queue: record attempt: %w", err)
@@ -844,12 +916,12 @@ func (s *SQLiteStore) decide(r jobRow, outcome, why string, now int64) (JobState
 	}
 }
 
-func (s *SQLiteStore) setState(ctx context.Context, tx *sql.Tx, r jobRow, next JobState, reason string, notBefore, now int64) error {
+func (s *SQLiteStore) setState(ctx context.Context, tx execQuerier, r jobRow, next JobState, reason string, notBefore, now int64) error {
 	fin := int64(0)
 	if next.Finished() {
 		fin = now
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`,
+	_, err := tx.ExecContext(ctx, setStateSQL,
 		string(next), reason, notBefore, fin, now, r.rid)
 	if err != nil {
 		return fmt.Errorf("queue: set state: %w", err)
@@ -863,12 +935,14 @@ func (s *SQLiteStore) setState(ctx context.Context, tx *sql.Tx, r jobRow, next J
 	return nil
 }
 
+// reload reads a job back after a write, with its attempts but not its
+// Source (see Job.Source).
 func (s *SQLiteStore) reload(ctx context.Context, q querier, rid int64) (Job, error) {
-	r, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE rid = ?`, rid))
+	r, err := scanJob(q.QueryRowContext(ctx, jobByRidSQL, rid))
 	if err != nil {
 		return Job{}, fmt.Errorf("queue: reload: %w", err)
 	}
-	if err := s.fill(ctx, q, &r, true, true); err != nil {
+	if err := s.fill(ctx, q, &r, true, false); err != nil {
 		return Job{}, err
 	}
 	return r.Job, nil

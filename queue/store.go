@@ -91,7 +91,7 @@ type Job struct {
 	Name       string // Spec.Name; "" for an unnamed job
 	State      JobState
 	Spec       Spec
-	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); JobList fills it only with WithSource
+	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobGet, and by JobList only with WithSource (the other methods leave it empty: a 10,000-job file is too big to read per job)
 	SourcePath string // the file it came from ("" for stdin or Go callers)
 	// Reason says why the job is in its state: the last attempt's reason, the
 	// dependency that failed, "canceled", or the pending retry.
