@@ -106,12 +106,13 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	att.ConfinedArgv = argv
 
-	logDir := filepath.Join(e.StateDir, "logs", job.ID)
+	// One flat directory: a directory per job would cost a mkdir per job.
+	logDir := filepath.Join(e.StateDir, "logs")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "log directory: "+err.Error())
 	}
-	att.StdoutPath = filepath.Join(logDir, fmt.Sprintf("%d.stdout", p.Attempt))
-	att.StderrPath = filepath.Join(logDir, fmt.Sprintf("%d.stderr", p.Attempt))
+	att.StdoutPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stdout", job.ID, p.Attempt))
+	att.StderrPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stderr", job.ID, p.Attempt))
 	stdout, err := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, "stdout log: "+err.Error())

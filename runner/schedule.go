@@ -9,9 +9,8 @@ import (
 	"paddock/queue"
 )
 
-// Schedules: every worker runs the scheduler. On each pass of its loop
-// (it wakes on submit, inbox drops, finished jobs, at least every second,
-// and at the earliest schedule's next run) it calls Store.ScheduleTick,
+// Schedules: every worker runs the scheduler. At least once a second, and
+// at the earliest schedule's next run, its loop calls Store.ScheduleTick,
 // which decides every due tick in one store transaction: the store, not
 // the worker, makes each (schedule, tick) exactly once, so any number of
 // workers may share a store. The instances are ordinary queued jobs that

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -15,10 +17,14 @@ import (
 	"paddock/queue"
 )
 
-// WakeFile is the file in the state directory that `paddock submit` touches
-// after enqueueing, so idle workers claim at once instead of at their next
-// poll.
+// WakeFile is the file in the state directory's notify/ subdirectory that
+// `paddock submit` touches after enqueueing, so idle workers claim at once
+// instead of at their next poll. It has a directory of its own so that the
+// worker's watch does not see every write to the database beside it.
 const WakeFile = "wake"
+
+// notifyDir holds WakeFile.
+const notifyDir = "notify"
 
 // pollInterval is how often an idle worker looks at the store even without
 // a wake-up (jobs whose backoff ran out, jobs enqueued from another host).
@@ -65,6 +71,8 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // job id -> cancel
 	summary  Summary
+
+	inboxDirty atomic.Bool // a file landed in the inbox since the last scan
 }
 
 // NewWorker returns a worker; it starts nothing until Run.
@@ -135,7 +143,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	var wg sync.WaitGroup
 	done := make(chan struct{}, w.o.Concurrency)
 	lastRecover := time.Now()
-	var lastPrune time.Time
+	var lastPrune, lastTick, lastScan, nextDue time.Time
 	for {
 		if time.Since(lastPrune) > pruneInterval {
 			lastPrune = time.Now()
@@ -144,7 +152,11 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if ctx.Err() != nil || hard.Err() != nil {
 			break
 		}
-		if w.o.Inbox != nil {
+		// The inbox is scanned when a file lands in it, and once per poll
+		// interval (a file is taken only after it settled), not on every
+		// pass: a scan takes a lock file and reads the directory.
+		if w.o.Inbox != nil && (w.inboxDirty.Swap(false) || time.Since(lastScan) >= pollInterval) {
+			lastScan = time.Now()
 			results, err := w.o.Inbox.Scan(ctx)
 			if err != nil {
 				log.Warn("inbox scan", "err", err)
@@ -161,7 +173,13 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 		}
-		nextDue := w.tickSchedules(ctx, log) // runner/schedule.go
+		// The scheduler (runner/schedule.go) runs when a schedule is due,
+		// and otherwise once per poll interval to see new schedules: a
+		// pass per finished job would cost a store query each.
+		if now := time.Now(); now.Sub(lastTick) >= pollInterval || (!nextDue.IsZero() && !now.Before(nextDue)) {
+			lastTick = now
+			nextDue = w.tickSchedules(ctx, log)
+		}
 		free := w.o.Concurrency - w.running()
 		claimed := 0
 		if free > 0 {
@@ -321,7 +339,10 @@ func (w *Worker) watch(log *slog.Logger, poke func()) func() {
 		log.Warn("no file watcher; polling only", "err", err)
 		return nil
 	}
-	_ = fw.Add(w.o.Executor.StateDir)
+	notify := filepath.Join(w.o.Executor.StateDir, notifyDir)
+	if err := os.MkdirAll(notify, 0o700); err == nil {
+		_ = fw.Add(notify)
+	}
 	if w.o.Inbox != nil {
 		_ = fw.Add(w.o.Inbox.Dir())
 	}
@@ -332,7 +353,11 @@ func (w *Worker) watch(log *slog.Logger, poke func()) func() {
 				if !ok {
 					return
 				}
-				if filepath.Base(ev.Name) == WakeFile || (w.o.Inbox != nil && filepath.Dir(ev.Name) == filepath.Clean(w.o.Inbox.Dir())) {
+				switch dir := filepath.Dir(ev.Name); {
+				case dir == notify:
+					poke()
+				case w.o.Inbox != nil && dir == filepath.Clean(w.o.Inbox.Dir()):
+					w.inboxDirty.Store(true)
 					poke()
 				}
 			case _, ok := <-fw.Errors:
@@ -345,10 +370,15 @@ func (w *Worker) watch(log *slog.Logger, poke func()) func() {
 	return func() { fw.Close() }
 }
 
-// Wake touches the wake file in stateDir so idle workers claim at once.
-// Errors are ignored by callers: a missed wake-up costs one poll interval.
+// Wake touches the wake file (<stateDir>/notify/wake) so idle workers
+// claim at once. Errors are ignored by callers: a missed wake-up costs one
+// poll interval.
 func Wake(stateDir string) error {
-	return os.WriteFile(filepath.Join(stateDir, WakeFile), nil, 0o600)
+	dir := filepath.Join(stateDir, notifyDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, WakeFile), nil, 0o600)
 }
 
 // prune deletes finished jobs older than the retention, then the log and
@@ -367,7 +397,18 @@ func (w *Worker) prune(ctx context.Context, log *slog.Logger) {
 	if n == 0 {
 		return
 	}
+	// Logs are logs/<id>.<attempt>.std{out,err}; default workspaces are
+	// workspaces/<id>. Either goes once its job is gone.
 	removed := 0
+	gone := map[string]bool{}
+	isGone := func(id string) bool {
+		if g, ok := gone[id]; ok {
+			return g
+		}
+		_, err := w.o.Store.JobGet(ctx, id)
+		gone[id] = errors.Is(err, queue.ErrNotFound)
+		return gone[id]
+	}
 	for _, sub := range []string{"logs", "workspaces"} {
 		dir := filepath.Join(w.o.Executor.StateDir, sub)
 		ents, err := os.ReadDir(dir)
@@ -375,15 +416,14 @@ func (w *Worker) prune(ctx context.Context, log *slog.Logger) {
 			continue
 		}
 		for _, e := range ents {
-			if !e.IsDir() {
+			id, _, _ := strings.Cut(e.Name(), ".")
+			if id == "" || !isGone(id) {
 				continue
 			}
-			if _, err := w.o.Store.JobGet(ctx, e.Name()); errors.Is(err, queue.ErrNotFound) {
-				if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
-					removed++
-				}
+			if os.RemoveAll(filepath.Join(dir, e.Name())) == nil {
+				removed++
 			}
 		}
 	}
-	log.Info("pruned finished jobs", "jobs", n, "directories", removed, "retention", keep.Duration)
+	log.Info("pruned finished jobs", "jobs", n, "files", removed, "retention", keep.Duration)
 }

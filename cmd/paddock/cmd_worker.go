@@ -81,17 +81,29 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return usagef("--concurrency %d: must be at least 1", opts.Concurrency)
 	}
 
-	probe, probeErr := sandbox.Probe(ctx)
+	// The probe (a few bwrap runs) and compiling the hook chain are
+	// independent: do them at once.
+	type probed struct {
+		rep sandbox.ProbeReport
+		err error
+	}
+	probeDone := make(chan probed, 1)
+	go func() {
+		rep, err := sandbox.Probe(ctx)
+		probeDone <- probed{rep, err}
+	}()
+	chain, err := a.newChain(ctx)
+	pr := <-probeDone
+	if err != nil {
+		return err
+	}
+	defer chain.Close(context.Background())
+	probe, probeErr := pr.rep, pr.err
 	if probeErr != nil {
 		log.Warn("sandbox unusable: confined jobs will fail closed; danger_full_access jobs still run", "err", probeErr, "hint", probe.Hint)
 	} else {
 		log.Info("sandbox", "grade", probe.Grade, "executable", probe.Executable, "version", probe.Version, "network_isolation", probe.NetworkIsolation)
 	}
-	chain, err := a.newChain(ctx)
-	if err != nil {
-		return err
-	}
-	defer chain.Close(context.Background())
 	for _, h := range chain.Hooks() {
 		log.Info("hook", "name", h.Config.Name, "abi", h.ABI, "sha256", h.SHA256, "mode", h.Config.Mode)
 		if h.ABI == hooks.ABINone {

@@ -115,3 +115,25 @@ command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
 	require.Equal(t, "succeeded", s.State)
 	require.Equal(t, "interrupted", s.Attempts[0].Outcome)
 }
+
+// retention: a worker prunes finished jobs older than it, with their logs
+// and default workspaces.
+func TestE2EWorkerPrunesPastRetention(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "retention = \"1ms\"\n")
+	job := b.WriteJob("old.toml", "name = \"old\"\nmode = \"workspace_write\"\ncommand = \"echo kept-until-pruned > f\"\n")
+	_, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	s := b.Show("old")
+	require.FileExists(t, s.Attempts[0].StdoutPath)
+	ws := filepath.Join(b.State, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "f"))
+	time.Sleep(10 * time.Millisecond)
+
+	_, errOut, code = b.Run("worker", "--drain")
+	require.Equal(t, 0, code, errOut)
+	_, _, code = b.Run("show", "old")
+	require.Equal(t, 2, code, "the job is gone")
+	require.NoFileExists(t, s.Attempts[0].StdoutPath)
+	require.NoDirExists(t, ws)
+}
