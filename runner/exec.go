@@ -113,15 +113,8 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	att.StdoutPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stdout", job.ID, p.Attempt))
 	att.StderrPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stderr", job.ID, p.Attempt))
-	stdout, err := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
-	if err != nil {
-		return finish(queue.OutcomeRunnerFailed, "stdout log: "+err.Error())
-	}
-	stderr, err := newCappedLog(att.StderrPath, e.Config.LogMaxBytes, stderrTailBytes, p.Stderr)
-	if err != nil {
-		stdout.Close()
-		return finish(queue.OutcomeRunnerFailed, "stderr log: "+err.Error())
-	}
+	stdout := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
+	stderr := newCappedLog(att.StderrPath, e.Config.LogMaxBytes, stderrTailBytes, p.Stderr)
 
 	timeout := time.Duration(final.TimeoutS * float64(time.Second))
 	run := e.spawn(ctx, spawnParams{

@@ -17,7 +17,8 @@ import (
 // goroutine, `paddock logs -f` only reads the file.
 type cappedLog struct {
 	mu       sync.Mutex
-	f        *os.File // the log: head, later the marker and the tail
+	path     string
+	f        *os.File // the log: head, later the marker and the tail; nil until the first byte
 	ring     *os.File // tail ring, removed on Close
 	headCap  int64
 	tailCap  int64
@@ -29,15 +30,16 @@ type cappedLog struct {
 	err      error
 }
 
-// newCappedLog creates path (0600) and returns a writer capped at maxBytes
+// newCappedLog returns a writer capped at maxBytes
 // (at least 2 bytes). echo, when not nil, receives every byte as well.
-func newCappedLog(path string, maxBytes int64, keepTail int, echo io.Writer) (*cappedLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
+//
+// The file is created at the first byte: a stream the job never writes to
+// leaves no file (creating two files per job is a measurable share of a
+// short job's cost). Errors creating or writing the file are reported by
+// Close.
+func newCappedLog(path string, maxBytes int64, keepTail int, echo io.Writer) *cappedLog {
 	head := maxBytes / 2
-	return &cappedLog{f: f, headCap: head, tailCap: maxBytes - head, echo: echo, tailKeep: make([]byte, 0, keepTail)}, nil
+	return &cappedLog{path: path, headCap: head, tailCap: maxBytes - head, echo: echo, tailKeep: make([]byte, 0, keepTail)}
 }
 
 // Write never fails for the writer's sake: a job must not die of SIGPIPE
@@ -51,6 +53,9 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 	}
 	c.keepTail(p)
 	c.written += int64(n)
+	if c.f == nil && c.err == nil && n > 0 {
+		c.f, c.err = os.OpenFile(c.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	}
 	if c.err != nil {
 		return n, nil
 	}
@@ -68,7 +73,7 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	if c.ring == nil {
-		r, err := os.CreateTemp(filepath.Dir(c.f.Name()), ".tail-*")
+		r, err := os.CreateTemp(filepath.Dir(c.path), ".tail-*")
 		if err != nil {
 			c.err = err
 			return n, nil
@@ -150,8 +155,10 @@ func (c *cappedLog) Close() error {
 			}
 		}
 	}
-	if err := c.f.Close(); err != nil && c.err == nil {
-		c.err = err
+	if c.f != nil {
+		if err := c.f.Close(); err != nil && c.err == nil {
+			c.err = err
+		}
 	}
 	return c.err
 }

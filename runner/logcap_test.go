@@ -18,6 +18,7 @@ func TestCappedLog(t *testing.T) {
 		writes []string
 		want   string // exact file content; "" means check prefix/suffix below
 	}{
+		{name: "nothing written leaves no file", max: 100, writes: nil, want: "<none>"},
 		{name: "under the cap", max: 100, writes: []string{"hello ", "world\n"}, want: "hello world\n"},
 		{name: "exactly the cap", max: 10, writes: []string{"0123456789"}, want: "0123456789"},
 		{name: "one write over", max: 10, writes: []string{"0123456789ABCDEF"},
@@ -32,8 +33,7 @@ func TestCappedLog(t *testing.T) {
 			t.Parallel()
 			p := filepath.Join(t.TempDir(), "log")
 			var echo bytes.Buffer
-			c, err := newCappedLog(p, tt.max, 4, &echo)
-			require.NoError(t, err)
+			c := newCappedLog(p, tt.max, 4, &echo)
 			for _, w := range tt.writes {
 				n, err := c.Write([]byte(w))
 				require.NoError(t, err)
@@ -44,11 +44,15 @@ func TestCappedLog(t *testing.T) {
 			require.Equal(t, all[max(0, len(all)-4):], string(c.Tail()))
 			require.Equal(t, int64(len(all)), c.Written())
 			require.NoError(t, c.Close())
+			ents, err := os.ReadDir(filepath.Dir(p))
+			require.NoError(t, err)
+			if tt.want == "<none>" {
+				require.Empty(t, ents)
+				return
+			}
 			got, err := os.ReadFile(p)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, string(got))
-			ents, err := os.ReadDir(filepath.Dir(p))
-			require.NoError(t, err)
 			require.Len(t, ents, 1, "the tail ring is removed")
 		})
 	}
@@ -56,8 +60,7 @@ func TestCappedLog(t *testing.T) {
 
 func BenchmarkCappedLogWrite(b *testing.B) {
 	p := filepath.Join(b.TempDir(), "log")
-	c, err := newCappedLog(p, 1<<20, 8<<10, nil)
-	require.NoError(b, err)
+	c := newCappedLog(p, 1<<20, 8<<10, nil)
 	buf := bytes.Repeat([]byte("x"), 32<<10)
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {

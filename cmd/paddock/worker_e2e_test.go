@@ -121,7 +121,7 @@ command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
 func TestE2EWorkerPrunesPastRetention(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "retention = \"1ms\"\n")
-	job := b.WriteJob("old.toml", "name = \"old\"\nmode = \"workspace_write\"\ncommand = \"echo kept-until-pruned > f\"\n")
+	job := b.WriteJob("old.toml", "name = \"old\"\nmode = \"workspace_write\"\ncommand = \"echo kept-until-pruned | tee f\"\n")
 	_, errOut, code := b.Run("run", job)
 	require.Equal(t, 0, code, errOut)
 	s := b.Show("old")

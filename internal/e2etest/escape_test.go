@@ -159,7 +159,9 @@ func escapeSuite(t *testing.T, grade sandbox.Grade) {
 			require.Contains(t, a.ConfinedArgv, "--proc", j.name)
 		}
 		log, err := os.ReadFile(a.StdoutPath)
-		require.NoError(t, err)
+		if !os.IsNotExist(err) { // a job that printed nothing has no log file
+			require.NoError(t, err)
+		}
 		if j.outcome == "succeeded" {
 			require.Contains(t, string(log), "attempted", "%s: the script must have run to its end", j.name)
 		}
