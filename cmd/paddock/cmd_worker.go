@@ -133,17 +133,20 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		Events:      events,
 	})
 
-	// The first signal cancels ctx (main's NotifyContext): a graceful stop.
-	// A second one stops at once.
+	// Every signal reaches this channel once. The first stops the worker
+	// gracefully (main's NotifyContext cancels ctx too; either is enough),
+	// the second stops it at once. Counting here, rather than watching ctx,
+	// cannot mistake the first signal for the second.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	ctx, stopGraceful := context.WithCancel(ctx)
+	defer stopGraceful()
 	go func() {
-		<-ctx.Done()
-		select {
-		case <-sigs: // the first signal, also seen by main
-		default:
+		if _, ok := <-sigs; !ok {
+			return
 		}
+		stopGraceful()
 		if _, ok := <-sigs; ok {
 			log.Warn("second signal: stopping running jobs now")
 			w.Abort()
