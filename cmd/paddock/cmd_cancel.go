@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"paddock/runner"
+	"paddock/queue"
 )
 
 func newCancelCommand(gopts *GlobalOptions) *cobra.Command {
@@ -25,24 +24,7 @@ SIGKILL after kill_grace). Canceling a final job is an error.`,
 }
 
 func runCancel(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs []string) error {
-	a, err := openApp(ctx, cmd, gopts)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	var failed int
-	for _, r := range refs {
-		j, err := a.store.JobCancel(ctx, r)
-		if err != nil {
-			failed++
-			printError(gopts, fmt.Errorf("cancel %s: %w", r, err))
-			continue
-		}
-		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, "canceled")
-	}
-	_ = runner.Wake(a.stateDir)
-	if failed > 0 {
-		return &exitCodeError{code: exitFailure}
-	}
-	return nil
+	return eachJob(ctx, cmd, gopts, refs, "cancel", "canceled", func(a *app, ref string) (queue.Job, error) {
+		return a.store.JobCancel(ctx, ref)
+	})
 }

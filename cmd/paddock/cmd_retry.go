@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"paddock/runner"
+	"paddock/queue"
 )
 
 func newRetryCommand(gopts *GlobalOptions) *cobra.Command {
@@ -21,24 +20,7 @@ func newRetryCommand(gopts *GlobalOptions) *cobra.Command {
 }
 
 func runRetry(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs []string) error {
-	a, err := openApp(ctx, cmd, gopts)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	var failed int
-	for _, r := range refs {
-		j, err := a.store.JobRetry(ctx, r)
-		if err != nil {
-			failed++
-			printError(gopts, fmt.Errorf("retry %s: %w", r, err))
-			continue
-		}
-		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, "retried")
-	}
-	_ = runner.Wake(a.stateDir)
-	if failed > 0 {
-		return &exitCodeError{code: exitFailure}
-	}
-	return nil
+	return eachJob(ctx, cmd, gopts, refs, "retry", "retried", func(a *app, ref string) (queue.Job, error) {
+		return a.store.JobRetry(ctx, ref)
+	})
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"paddock/queue"
+	"paddock/runner"
 )
 
 // jobRow is the summary of a job that ls, wait and submit --wait print.
@@ -98,4 +103,36 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// eachJob applies op to every ref, prints each changed job (as messageType
+// under --json), wakes idle workers, and reports failures one per line
+// without stopping at the first. The exit status is 2 when a ref names no
+// job, 1 when op refused a job (a wrong state), 0 otherwise.
+func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs []string, verb, messageType string,
+	op func(a *app, ref string) (queue.Job, error)) error {
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	code := exitOK
+	for _, r := range refs {
+		j, err := op(a, r)
+		if err != nil {
+			printError(gopts, fmt.Errorf("%s %s: %w", verb, r, err))
+			if errors.Is(err, queue.ErrNotFound) {
+				code = exitUsage
+			} else if code == exitOK {
+				code = exitFailure
+			}
+			continue
+		}
+		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, messageType)
+	}
+	_ = runner.Wake(a.stateDir)
+	if code != exitOK {
+		return &exitCodeError{code: code}
+	}
+	return nil
 }
