@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -127,7 +126,7 @@ func runSchedules(ctx context.Context, cmd *cobra.Command, opts SchedulesOptions
 		}
 		rows = append(rows, []string{r.Name, r.Expression, r.Timezone, next, dash(r.LastRun), dash(r.LastJobState), dash(r.LastDecision)})
 	}
-	printScheduleTable(out, rows)
+	printTable(out, rows)
 	return nil
 }
 
@@ -136,27 +135,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// printScheduleTable prints rows (the first is the header) aligned.
-func printScheduleTable(w io.Writer, rows [][]string) {
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			widths[i] = max(widths[i], len(c))
-		}
-	}
-	for _, row := range rows {
-		var b strings.Builder
-		for i, c := range row {
-			if i == len(row)-1 {
-				b.WriteString(c)
-				break
-			}
-			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
 }
 
 // scheduleError turns "no such schedule" into a usage error (exit 2).
@@ -385,7 +363,7 @@ func runSchedulesLog(ctx context.Context, cmd *cobra.Command, opts SchedulesLogO
 		rows = append(rows, []string{r.At, r.Schedule, r.Tick, r.Decision, dash(r.JobID), oneLine(r.Detail, 100)})
 	}
 	if !gopts.JSON {
-		printScheduleTable(out, rows)
+		printTable(out, rows)
 	}
 	return nil
 }

@@ -77,6 +77,12 @@ func printJobTable(w io.Writer, jobs []queue.Job) {
 		}
 		rows = append(rows, []string{r.ID, r.Name, r.State, r.exitText(), dur, fmt.Sprint(r.Attempts), oneLine(r.Reason, 80)})
 	}
+	printTable(w, rows)
+}
+
+// printTable prints rows (the first is the header) as aligned columns;
+// the last column is not padded.
+func printTable(w io.Writer, rows [][]string) {
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row {
