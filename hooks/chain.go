@@ -57,9 +57,10 @@ type Chain struct {
 //
 // Each error names the hook at fault and wraps [ErrConfig] (a bad field, a
 // duplicate name, settings not encodable as JSON, a cache dir that cannot be
-// created), [ErrSHA256Mismatch], [ErrNoABI] (the module exports neither ABI:
-// refused at load rather than denying every job later), or [ErrLoad]
-// (unreadable, invalid or non-WASI module, initial memory above the limit).
+// created), [ErrSHA256Mismatch], or [ErrLoad] (unreadable, invalid or
+// non-WASI module, initial memory above the limit). A module that exports
+// neither ABI is not an error here: it loads with ABI [ABINone] and denies
+// every job (see [ErrNoABI]).
 func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox}
 	if o.CacheDir != "" {
