@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"paddock/internal/suggest"
 )
 
 // Spec is one job as parsed from TOML, after [defaults] are applied and
@@ -281,7 +283,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		if k != "job" && k != "defaults" {
 			msg := "unexpected top-level key in a file with [[job]] tables: job fields go inside [[job]] or [defaults]"
 			if !slices.Contains(fieldNames, k) {
-				msg = "unknown key" + didYouMean(k, append(slices.Clone(fieldNames), "job", "defaults")) + "; in a file with [[job]] tables, job fields go inside [[job]] or [defaults]"
+				msg = "unknown key" + suggest.DidYouMean(k, append(slices.Clone(fieldNames), "job", "defaults")) + "; in a file with [[job]] tables, job fields go inside [[job]] or [defaults]"
 			}
 			p.at(top, k, msg)
 		}
@@ -512,7 +514,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 				continue
 			}
 			if !slices.Contains(modes, s) {
-				p.at(sc, k, fmt.Sprintf("unknown mode %q: expected one of %s%s", s, strings.Join(modes, ", "), didYouMean(s, modes)))
+				p.at(sc, k, fmt.Sprintf("unknown mode %q: expected one of %s%s", s, strings.Join(modes, ", "), suggest.DidYouMean(s, modes)))
 				continue
 			}
 			out.Mode, fs.set = s, fs.set|fMode
@@ -626,7 +628,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 				allowed = missedPolicies
 			}
 			if !slices.Contains(allowed, s) {
-				p.at(sc, k, fmt.Sprintf("unknown policy %q: expected one of %s%s", s, strings.Join(allowed, ", "), didYouMean(s, allowed)))
+				p.at(sc, k, fmt.Sprintf("unknown policy %q: expected one of %s%s", s, strings.Join(allowed, ", "), suggest.DidYouMean(s, allowed)))
 				continue
 			}
 			if k == "overlap" {
@@ -665,7 +667,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 			if sc.kind == scopeFile {
 				cands = append(slices.Clone(fieldNames), "defaults", "job")
 			}
-			p.at(sc, k, "unknown key"+didYouMean(k, cands))
+			p.at(sc, k, "unknown key"+suggest.DidYouMean(k, cands))
 		}
 	}
 	return fs
@@ -753,6 +755,18 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		return s, false
 	}
 	ok := true
+	// Extra writable roots only mean something in workspace_write (the
+	// sandbox refuses them elsewhere); a job naming another mode would be
+	// accepted here and fail every attempt. A job without a mode gets the
+	// runner's default, checked when it runs.
+	if len(s.Writable) > 0 && s.Mode != "" && s.Mode != "workspace_write" {
+		line := line
+		if l := p.keyLine(sc.path("writable")); l > 0 {
+			line = l
+		}
+		p.add(line, sc.label(), "writable", fmt.Sprintf("extra writable paths need mode = \"workspace_write\", and this job's mode is %q", s.Mode))
+		ok = false
+	}
 	for _, e := range scheduleProblems(&s, own.set&(fOverlap|fMissed|fMissedGrace) != 0) {
 		line := line
 		if e.key != "" {
@@ -870,45 +884,6 @@ func typeName(v any) string {
 	default:
 		return fmt.Sprintf("%T", v)
 	}
-}
-
-// didYouMean returns ` (did you mean "x"?)` for the closest candidate within
-// a small edit distance, or "".
-func didYouMean(s string, cands []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range cands {
-		d := editDistance(strings.ToLower(s), c)
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if best != "" && (bestD <= 2 || bestD <= len(best)/3) && bestD < len(s) {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 {
-		return 1 << 20
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // validateSpecs checks specs built by Go code (Parse's output passes) so

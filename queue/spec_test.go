@@ -116,6 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"cwd empty", job("cwd = \"\"\n"), 4, "cwd", "empty path"},
 		{"cwd NUL", job("cwd = \"a\\u0000\"\n"), 4, "cwd", "NUL"},
 		{"writable root", job("writable = [\"/\"]\n"), 4, "writable", "whole filesystem"},
+		{"writable outside workspace_write", job("mode = \"read_only\"\nwritable = [\"/srv/out\"]\n"), 5, "writable", `need mode = "workspace_write"`},
 		{"writable wrong type", job("writable = \"/tmp\"\n"), 4, "writable", "expected an array of strings, got string"},
 		{"mode unknown", job("mode = \"read_olny\"\n"), 4, "mode", `unknown mode "read_olny": expected one of read_only, workspace_write, danger_full_access (did you mean "read_only"?)`},
 		{"env wrong type", job("env = [\"A=1\"]\n"), 4, "env", "expected a table of strings, got array"},

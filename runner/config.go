@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"paddock/hooks"
+	"paddock/internal/suggest"
 	"paddock/sandbox"
 )
 
@@ -171,6 +172,13 @@ func ParseByteSize(s string) (int64, error) {
 	return n * m, nil
 }
 
+// configKeys and hookKeys are the keys of the config and of a [[hook]]
+// table, for did-you-mean hints.
+var (
+	configKeys = []string{"state_dir", "concurrency", "default_mode", "default_timeout", "log_max_bytes", "retention", "lease", "kill_grace", "shutdown_grace", "env_passthrough", "hook"}
+	hookKeys   = []string{"name", "path", "sha256", "settings", "timeout", "memory", "mode", "on_error", "may_widen", "optional"}
+)
+
 // ErrConfig marks every error LoadConfig returns for a bad config file.
 var ErrConfig = errors.New("runner: bad config")
 
@@ -204,7 +212,11 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		if len(k) >= 2 && k[0] == "hook" && k[1] == "settings" {
 			continue
 		}
-		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q", path, keyLine(data, k), k.String()))
+		cands, last := configKeys, k[len(k)-1]
+		if len(k) > 1 && k[0] == "hook" {
+			cands = hookKeys
+		}
+		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, keyLine(data, k), k.String(), suggest.DidYouMean(last, cands)))
 	}
 	c.Path = path
 	dir := filepath.Dir(path)
@@ -218,6 +230,12 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	}
 	c = c.WithDefaults()
 	for _, p := range c.validate() {
+		// Problems of top-level keys start with the key: give its line.
+		key, _, _ := strings.Cut(p, ":")
+		if l := keyLine(data, toml.Key{key}); l > 0 && !strings.HasPrefix(key, "hook") {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, l, p))
+			continue
+		}
 		problems = append(problems, path+": "+p)
 	}
 	if len(problems) > 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -78,15 +79,15 @@ func TestLoadConfigErrors(t *testing.T) {
 		name, text string
 		want       []string
 	}{
-		{"unknown key with line", "concurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\""}},
+		{"unknown key with line", "concurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\" (did you mean \"concurrency\"?)"}},
 		{"wrong type", "concurrency = \"two\"\n", []string{"concurrency"}},
-		{"bad mode", "default_mode = \"yolo\"\n", []string{"default_mode", "yolo"}},
+		{"bad mode", "lease = \"5s\"\ndefault_mode = \"yolo\"\n", []string{":2: default_mode", "yolo"}},
 		{"bad duration", "lease = \"soon\"\n", []string{"Go duration"}},
 		{"negative duration", "kill_grace = \"-1s\"\n", []string{"negative"}},
 		{"bad memory unit", "[[hook]]\nname = \"h\"\npath = \"h.wasm\"\nmemory = \"12 parsecs\"\n", []string{"unknown unit"}},
 		{"hook without path and duplicate", "[[hook]]\nname = \"h\"\n[[hook]]\nname = \"h\"\npath = \"x\"\n", []string{"hook \"h\": path: required", "used by an earlier hook"}},
 		{"hook bad on_error", "[[hook]]\nname = \"h\"\npath = \"x\"\non_error = \"shrug\"\n", []string{"on_error"}},
-		{"unknown hook key", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widden = true\n", []string{":4: unknown key \"hook.may_widden\""}},
+		{"unknown hook key", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widden = true\n", []string{":4: unknown key \"hook.may_widden\" (did you mean \"may_widen\"?)"}},
 		{"syntax", "concurrency = = 1\n", []string{":1:"}},
 	}
 	for _, tt := range tests {
@@ -115,4 +116,21 @@ func TestParseByteSize(t *testing.T) {
 		_, err := ParseByteSize(in)
 		require.Error(t, err, in)
 	}
+}
+
+// The did-you-mean candidates are every key the config structs decode.
+func TestConfigKeysMatchStructs(t *testing.T) {
+	t.Parallel()
+	tags := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			if tag := rt.Field(i).Tag.Get("toml"); tag != "" && tag != "-" {
+				out = append(out, tag)
+			}
+		}
+		return out
+	}
+	require.ElementsMatch(t, tags(Config{}), configKeys)
+	require.ElementsMatch(t, tags(HookConfig{}), hookKeys)
 }

@@ -142,7 +142,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	case run.stopped == stopHard:
 		return finish(queue.OutcomeInterrupted, "worker stopped while the job ran")
 	case run.stopped == stopTimeout:
-		return finish(queue.OutcomeTimeout, fmt.Sprintf("timed out after %s; stopped (SIGTERM, then SIGKILL after %s)", timeout, e.Config.KillGrace.Duration))
+		return finish(queue.OutcomeTimeout, fmt.Sprintf("timed out after %s and was stopped (SIGTERM to its processes, SIGKILL to what was left after at most %s)", timeout, e.Config.KillGrace.Duration))
 	case run.stopped == stopCancel:
 		return finish(queue.OutcomeCanceled, "canceled while running; stopped")
 	}

@@ -162,7 +162,11 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				log.Warn("inbox scan", "err", err)
 			}
 			for _, r := range results {
-				log.Info("inbox", "file", r.File, "accepted", r.Err == nil, "jobs", len(r.Jobs), "err", r.Err)
+				if r.Err != nil {
+					log.Warn("inbox: file refused", "file", r.File, "moved_to", r.Path, "err", r.Err)
+					continue
+				}
+				log.Info("inbox: file enqueued", "file", r.File, "jobs", len(r.Jobs))
 			}
 		}
 		if time.Since(lastRecover) > w.o.Executor.Config.Lease.Duration/2 {

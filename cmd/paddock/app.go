@@ -56,7 +56,7 @@ func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*ap
 		return nil, err
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, usagef("state directory %s: %v (set --state-dir or $PADDOCK_STATE_DIR to a directory)", stateDir, err)
 	}
 	st, err := queue.OpenSQLite(ctx, filepath.Join(stateDir, DatabaseFile), queue.SQLiteOptions{})
 	if err != nil {

@@ -24,8 +24,10 @@ func newCheckCommand(gopts *GlobalOptions) *cobra.Command {
 without enqueueing or running anything. For each job it prints the decision
 trail, the final argv and the confined argv that would run.
 
-Exit status: 0 when every job would be allowed, 1 when any would be denied,
-2 for a file or config that does not load.`,
+Exit status: 0 when every job would be allowed, 1 when any would be denied
+or could not run (verdict "cannot_run": its sandbox cannot be built, for
+example a cwd outside what the sandbox shows), 2 for a file or config that
+does not load.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCheck(cmd.Context(), cmd, gopts, args[0])
@@ -92,7 +94,11 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		if res.Verdict == hooks.VerdictAllow {
 			info, err := runner.SandboxInfo(res.Job)
 			if err != nil {
+				// Allowed, but the sandbox cannot be built for it: every
+				// attempt would fail before the command runs.
 				r.Error = err.Error()
+				r.Verdict = "cannot_run"
+				denied++
 			}
 			r.ConfinedArgv = info.Argv
 		} else {
@@ -105,7 +111,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		printCheck(out, r)
 	}
 	if denied > 0 {
-		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) would be denied", denied, len(files[0].specs))}
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) would be denied or could not run", denied, len(files[0].specs))}
 	}
 	return nil
 }

@@ -33,8 +33,10 @@ func newConfineCommand(gopts *GlobalOptions) *cobra.Command {
 		Long: `confine builds the sandbox policy from the flags, probes bwrap (for the
 confined modes) and prints the exact argv paddock would run, shell-quoted on
 one line. Nothing is run. With --json it prints the argv as a JSON array
-of strings (the one --json output that is a bare array, not an object, so
-that it can be handed to a program as is).`,
+of strings (a bare array, not an object, so that it can be handed to a
+program as is). The argv passes bwrap --json-status-fd 3 (paddock reads the
+job's status there): to run it by hand, open descriptor 3, for example
+with 3>/dev/null.`,
 		Example: `  paddock confine -- make test
   paddock confine --mode read_only --workspace ./src --network=false -- sh -c 'ls'`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -101,6 +101,9 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 			}
 		}
 		if !opts.Follow || final {
+			if ok && f == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
+				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d never ran (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
+			}
 			if !ok {
 				if opts.Attempt != 0 {
 					return usagef("job %s has no attempt %d", j.ID, opts.Attempt)

@@ -68,9 +68,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	defer chain.Close(context.Background())
 	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr}
 
+	if err := checkHookNames(a.cfg, files); err != nil {
+		return err
+	}
 	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path})
 	if err != nil {
-		return err
+		return enqueueError(files[0].path, err, nil)
 	}
 	id := jobs[0].ID
 	fmt.Fprintf(os.Stderr, "paddock: job %s\n", id)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -106,15 +108,15 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return err
 	}
 	defer a.Close()
+	if err := checkHookNames(a.cfg, files); err != nil {
+		return err
+	}
 	var ids []string
 	out := cmd.OutOrStdout()
 	for _, f := range files {
 		jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path})
 		if err != nil {
-			if len(ids) > 0 {
-				return fmt.Errorf("%s: %w (jobs of earlier files were enqueued: %v)", f.path, err, ids)
-			}
-			return fmt.Errorf("%s: %w", f.path, err)
+			return enqueueError(f.path, err, ids)
 		}
 		for _, j := range jobs {
 			ids = append(ids, j.ID)
@@ -131,6 +133,52 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return nil
 	}
 	return waitJobs(ctx, a, ids, opts.Timeout, out, gopts.JSON)
+}
+
+// enqueueError explains a file the store refused. Validation the store
+// does (an `after` naming nothing, a name held by an active job) is bad
+// input: exit 2. Files before it (listed) were enqueued, each whole.
+func enqueueError(path string, err error, earlier []string) error {
+	msg := fmt.Sprintf("nothing from %s was enqueued: %v", path, err)
+	if errors.Is(err, queue.ErrInvalid) {
+		msg = fmt.Sprintf("nothing from %s was enqueued:\n%v", path, err)
+	}
+	if len(earlier) > 0 {
+		msg += fmt.Sprintf("\n(the jobs of the files before it were enqueued: %s)", strings.Join(earlier, " "))
+	}
+	if errors.Is(err, queue.ErrInvalid) {
+		return &usageError{errors.New(msg)}
+	}
+	return errors.New(msg)
+}
+
+// checkHookNames refuses jobs that ask for a hook the config does not
+// define, before anything is enqueued: the chain would deny them anyway.
+func checkHookNames(cfg runner.Config, files []parsedFile) error {
+	known := map[string]bool{}
+	var names []string
+	for _, h := range cfg.Hooks {
+		known[h.Name] = true
+		names = append(names, h.Name)
+	}
+	var problems []string
+	for _, f := range files {
+		for _, sp := range f.specs {
+			for _, h := range sp.Hooks {
+				if !known[h] {
+					configured := "none are configured"
+					if len(names) > 0 {
+						configured = "configured: " + strings.Join(names, ", ")
+					}
+					problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", f.path, sp.Line, sp.Name, h, configured))
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return usagef("nothing was enqueued:\n%s", strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 // isFinal reports whether s is a terminal state.

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/internal/e2etest"
+)
+
+// Bad input found by hand through the real binary: each is refused with
+// the documented exit code and a message that says where, and nothing is
+// enqueued.
+func TestE2EBadInputExitCodes(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	nothingQueued := func() {
+		t.Helper()
+		require.Empty(t, b.List(), "nothing may be enqueued")
+	}
+
+	after := b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
+	_, errOut, code := b.Run("submit", after)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "nothing from")
+	require.Contains(t, errOut, "does-not-exist")
+	nothingQueued()
+
+	hooks := b.WriteJob("hooks.toml", "name = \"h\"\ncommand = \"true\"\nhooks = [\"nonexistent-hook\"]\n")
+	_, errOut, code = b.Run("submit", hooks)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `hooks.toml:1: job "h": hooks: unknown hook "nonexistent-hook"`)
+	_, errOut, code = b.Run("run", hooks)
+	require.Equal(t, 2, code, errOut)
+	nothingQueued()
+
+	wr := b.WriteJob("wr.toml", "name = \"wr\"\nmode = \"read_only\"\nwritable = [\"/srv\"]\ncommand = \"true\"\n")
+	_, errOut, code = b.Run("submit", wr)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `wr.toml:3: writable: extra writable paths need mode`)
+	nothingQueued()
+
+	file := filepath.Join(b.Dir, "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	_, errOut, code = b.Run("--state-dir", file, "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "state directory")
+
+	// A job whose cwd the sandbox cannot show: allowed by the (empty)
+	// chain, but it could never run, so check says so and exits 1.
+	cwd := b.WriteJob("cwd.toml", "name = \"c\"\nmode = \"workspace_write\"\ncwd = \"/tmp\"\ncommand = \"true\"\n")
+	out, _, code := b.Run("check", cwd)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "cannot_run")
+}
+
+// paddock logs of a job that never ran says so (exit 1) instead of
+// printing nothing.
+func TestE2ELogsOfAJobThatNeverRan(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	cwd := b.WriteJob("cwd.toml", "name = \"c\"\nmode = \"workspace_write\"\ncwd = \"/tmp\"\ncommand = \"true\"\n")
+	_, _, code := b.Run("run", cwd)
+	require.Equal(t, 125, code, "the sandbox cannot be built: runner failure")
+	_, errOut, code := b.Run("logs", "c")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "never ran")
+}
