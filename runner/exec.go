@@ -74,6 +74,12 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
 	hj := e.HookJob(job, workspace, p.Attempt)
+	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
+	// cannot show, say) never reaches the hooks: it is the job's fault, not
+	// a policy decision, and the hooks would only see an error.
+	if _, err := SandboxInfo(hj); err != nil {
+		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
+	}
 	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
 	if err != nil {
 		return finish(queue.OutcomeInterrupted, "hook chain stopped: "+err.Error())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -85,9 +84,26 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 				return err
 			}
 		}
-		res, err := chain.Decide(ctx, hooks.DecideParams{Job: ex.HookJob(job, ws, 1), Extra: spec.Hooks})
+		hj := ex.HookJob(job, ws, 1)
+		if _, err := runner.SandboxInfo(hj); err != nil {
+			// As the worker does: a job whose sandbox cannot be built never
+			// reaches the hooks.
+			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
+				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
+			denied++
+			if gopts.JSON {
+				writeJSON(out, r)
+			} else {
+				printCheck(out, r)
+			}
+			continue
+		}
+		res, err := chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: spec.Hooks})
 		if err != nil {
 			return err
+		}
+		if res.Trail == nil {
+			res.Trail = []hooks.TrailEntry{}
 		}
 		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
@@ -123,8 +139,8 @@ func printCheck(w io.Writer, r checkResult) {
 	}
 	fmt.Fprintln(w)
 	for _, t := range r.Trail {
-		b, _ := json.Marshal(t)
-		fmt.Fprintf(w, "  hook  %s\n", b)
+		printTrailEntry(w, trailEntry{Hook: t.Hook, Mode: t.Mode, Decision: t.Decision, Reason: t.Reason, Error: t.Error,
+			Enforced: t.Enforced, Duration: t.DurationUS, Changed: t.Changed, SHA256: t.SHA256})
 	}
 	fmt.Fprintf(w, "  mode      %s\n  argv      %s\n", r.Mode, shellJoin(r.Argv))
 	if r.ConfinedArgv != nil {

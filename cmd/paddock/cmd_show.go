@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -114,6 +115,25 @@ type trailEntry struct {
 	SHA256   string   `json:"sha256"`
 }
 
+// printTrailEntry prints one hook decision as show and check do.
+func printTrailEntry(w io.Writer, t trailEntry) {
+	enf := ""
+	if !t.Enforced {
+		enf = " (not enforced)"
+	}
+	fmt.Fprintf(w, "  hook     %s [%s] %s%s  %dµs", t.Hook, t.Mode, t.Decision, enf, t.Duration)
+	if t.Reason != "" {
+		fmt.Fprintf(w, "  %q", t.Reason)
+	}
+	if t.Error != "" {
+		fmt.Fprintf(w, "  error: %s", t.Error)
+	}
+	if len(t.Changed) > 0 {
+		fmt.Fprintf(w, "  changed: %s", strings.Join(t.Changed, ","))
+	}
+	fmt.Fprintln(w)
+}
+
 func printShow(w io.Writer, v jobView) {
 	fmt.Fprintf(w, "job       %s  %s\n", v.ID, v.Name)
 	fmt.Fprintf(w, "state     %s\n", v.State)
@@ -155,28 +175,21 @@ func printShow(w io.Writer, v jobView) {
 		var trail []trailEntry
 		if len(at.Trail) > 0 && json.Unmarshal(at.Trail, &trail) == nil {
 			for _, t := range trail {
-				enf := ""
-				if !t.Enforced {
-					enf = " (not enforced)"
-				}
-				fmt.Fprintf(w, "  hook     %s [%s] %s%s  %dµs", t.Hook, t.Mode, t.Decision, enf, t.Duration)
-				if t.Reason != "" {
-					fmt.Fprintf(w, "  %q", t.Reason)
-				}
-				if t.Error != "" {
-					fmt.Fprintf(w, "  error: %s", t.Error)
-				}
-				if len(t.Changed) > 0 {
-					fmt.Fprintf(w, "  changed: %s", strings.Join(t.Changed, ","))
-				}
-				fmt.Fprintln(w)
+				printTrailEntry(w, t)
 			}
 		}
 		if len(at.ConfinedArgv) > 0 {
 			fmt.Fprintf(w, "  argv     %s\n", shellJoin(at.ConfinedArgv))
 		}
-		if at.StdoutPath != "" {
-			fmt.Fprintf(w, "  stdout   %s\n  stderr   %s\n", at.StdoutPath, at.StderrPath)
+		for _, l := range []struct{ name, path string }{{"stdout", at.StdoutPath}, {"stderr", at.StderrPath}} {
+			if l.path == "" {
+				continue
+			}
+			if _, err := os.Stat(l.path); err != nil {
+				fmt.Fprintf(w, "  %s   (none: nothing written)\n", l.name)
+				continue
+			}
+			fmt.Fprintf(w, "  %s   %s\n", l.name, l.path)
 		}
 	}
 }
