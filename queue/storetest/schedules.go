@@ -2,9 +2,7 @@ package storetest
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,24 +314,7 @@ const tickChildFor = 2500 * time.Millisecond
 // runTickChild runs the scheduler in a loop, on the real clock, for
 // tickChildFor, printing the name of every instance it enqueued; then exits.
 func runTickChild(open Opener) {
-	loc, worker := os.Getenv(envLoc), os.Getenv(envWorker)
-	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "storetest tick child:", err)
-		os.Exit(2)
-	}
-	st, err := open(ctx, loc, Options{Clock: time.Now, Rand: rand.Float64})
-	if err != nil {
-		fail(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(loc, "go")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fail(fmt.Errorf("no go signal"))
-		}
-	}
+	ctx, st, worker, fail := startChild(open, "storetest tick child")
 	out := bufio.NewWriter(os.Stdout)
 	for end := time.Now().Add(tickChildFor); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		res, err := st.ScheduleTick(ctx, &queue.ScheduleTickParams{WorkerID: worker})

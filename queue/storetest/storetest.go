@@ -85,25 +85,7 @@ func RunChild(open Opener) {
 	if os.Getenv(envChild) != "claim" {
 		return
 	}
-	loc, worker := os.Getenv(envLoc), os.Getenv(envWorker)
-	ctx := context.Background()
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, "storetest child:", err)
-		os.Exit(2)
-	}
-	st, err := open(ctx, loc, Options{Clock: time.Now, Rand: rand.Float64})
-	if err != nil {
-		fail(err)
-	}
-	// Start together: wait for the go file.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(loc, "go")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fail(fmt.Errorf("no go signal"))
-		}
-	}
+	ctx, st, worker, fail := startChild(open, "storetest child")
 	out := bufio.NewWriter(os.Stdout)
 	for {
 		jobs, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: worker, Limit: 1 + rand.IntN(3), Lease: time.Minute})
@@ -652,4 +634,31 @@ func (b *testBundle) requireNoClaim(t *testing.T) {
 	got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// startChild is the common start of a child process of the multi-process
+// tests: open the store named by the environment on the real clock, then
+// wait for the parent's "go" file so that every child starts together.
+// fail reports err on stderr and exits 2.
+func startChild(open Opener, who string) (ctx context.Context, st queue.Store, worker string, fail func(error)) {
+	loc := os.Getenv(envLoc)
+	worker = os.Getenv(envWorker)
+	ctx = context.Background()
+	fail = func(err error) {
+		fmt.Fprintln(os.Stderr, who+":", err)
+		os.Exit(2)
+	}
+	st, err := open(ctx, loc, Options{Clock: time.Now, Rand: rand.Float64})
+	if err != nil {
+		fail(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(loc, "go")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("no go signal"))
+		}
+	}
+	return ctx, st, worker, fail
 }
