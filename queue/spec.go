@@ -229,6 +229,10 @@ func (s scope) label() string {
 	switch s.kind {
 	case scopeDefaults:
 		return "defaults"
+	case scopeFile:
+		if s.name != "" {
+			return "job " + strconv.Quote(s.name)
+		}
 	case scopeJob:
 		if s.name != "" {
 			return "job " + strconv.Quote(s.name)
@@ -272,6 +276,9 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		m := maps.Clone(raw)
 		delete(m, "defaults")
 		sc := scope{kind: scopeFile}
+		if n, ok := m["name"].(string); ok {
+			sc.name = n // errors name the job, as in [[job]] files
+		}
 		f := p.fields(m, sc, false)
 		spec, ok := p.build(defaults, f, sc, 1)
 		if !ok {

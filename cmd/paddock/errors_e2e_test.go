@@ -39,7 +39,7 @@ func TestE2EBadInputExitCodes(t *testing.T) {
 	wr := b.WriteJob("wr.toml", "name = \"wr\"\nmode = \"read_only\"\nwritable = [\"/srv\"]\ncommand = \"true\"\n")
 	_, errOut, code = b.Run("submit", wr)
 	require.Equal(t, 2, code, errOut)
-	require.Contains(t, errOut, `wr.toml:3: writable: extra writable paths need mode`)
+	require.Contains(t, errOut, `wr.toml:3: job "wr": writable: extra writable paths need mode`)
 	nothingQueued()
 
 	file := filepath.Join(b.Dir, "a-file")
