@@ -55,13 +55,23 @@ const decisionCols = `schedule, tick_ns, decision, count, job_id, at_ns, worker_
 // splitScheduled returns a copy of p holding only its one-off specs, and
 // params holding its scheduled specs.
 func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertParams) {
-	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath}
 	sched := &ScheduleUpsertParams{Source: p.Source, SourcePath: p.SourcePath}
-	for _, sp := range p.Specs {
-		if sp.Schedule != "" {
-			sched.Specs = append(sched.Specs, sp)
+	n := 0
+	for i := range p.Specs {
+		if p.Specs[i].Schedule != "" {
+			n++
+		}
+	}
+	if n == 0 { // the usual batch: no copy of its specs
+		return p, sched
+	}
+	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, Specs: make([]Spec, 0, len(p.Specs)-n)}
+	sched.Specs = make([]Spec, 0, n)
+	for i := range p.Specs {
+		if p.Specs[i].Schedule != "" {
+			sched.Specs = append(sched.Specs, p.Specs[i])
 		} else {
-			jobs.Specs = append(jobs.Specs, sp)
+			jobs.Specs = append(jobs.Specs, p.Specs[i])
 		}
 	}
 	return jobs, sched
