@@ -153,9 +153,20 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		return nil, fmt.Errorf("queue: open %s: %w", path, err)
 	}
 	s.r.SetMaxOpenConns(4)
-	if err := s.migrate(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("queue: open %s: %w", path, err)
+	// Several processes opening a new database at once (a worker and
+	// `paddock run`, say) race to switch it to WAL and create the schema;
+	// the journal-mode switch can answer SQLITE_BUSY without waiting for
+	// the busy timeout. Retry it within that timeout.
+	for deadline := time.Now().Add(o.BusyTimeout); ; {
+		err := s.migrate(ctx)
+		if err == nil {
+			break
+		}
+		if !isBusy(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			s.Close()
+			return nil, fmt.Errorf("queue: open %s: %w", path, err)
+		}
+		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
 	}
 	for _, p := range []struct {
 		st  **sql.Stmt
@@ -182,6 +193,16 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		s.stmts[q] = st
 	}
 	return s, nil
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (5) or SQLITE_LOCKED (6).
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		c := coded.Code() & 0xff // extended codes keep the primary in the low byte
+		return c == 5 || c == 6
+	}
+	return false
 }
 
 func (s *SQLiteStore) migrate(ctx context.Context) error {

@@ -1,10 +1,15 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"paddock/queue"
 	"paddock/queue/storetest"
@@ -16,10 +21,47 @@ func openSQLite(ctx context.Context, loc string, o storetest.Options) (queue.Sto
 
 func TestMain(m *testing.M) {
 	storetest.RunChild(openSQLite)
+	if path := os.Getenv("PADDOCK_TEST_OPEN_DB"); path != "" { // a child of TestSQLiteOpenConcurrently
+		st, err := queue.OpenSQLite(context.Background(), path, queue.SQLiteOptions{})
+		if err == nil {
+			_, err = st.JobCounts(context.Background())
+			st.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
 func TestSQLiteStore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, openSQLite)
+}
+
+// Many processes opening one new database at once (a worker and `paddock
+// run` started together) all succeed: the first open's switch to WAL and
+// schema creation must not surface SQLITE_BUSY to the others.
+func TestSQLiteOpenConcurrently(t *testing.T) {
+	t.Parallel()
+	for round := range 4 {
+		path := filepath.Join(t.TempDir(), "new.db")
+		const n = 6
+		cmds := make([]*exec.Cmd, n)
+		outs := make([]*bytes.Buffer, n)
+		for i := range cmds {
+			cmds[i] = exec.Command(os.Args[0], "-test.run=^$")
+			cmds[i].Env = append(os.Environ(), "PADDOCK_TEST_OPEN_DB="+path)
+			outs[i] = &bytes.Buffer{}
+			cmds[i].Stderr = outs[i]
+		}
+		for _, c := range cmds {
+			require.NoError(t, c.Start())
+		}
+		for i, c := range cmds {
+			require.NoError(t, c.Wait(), "round %d, process %d: %s", round, i, outs[i])
+		}
+	}
 }
