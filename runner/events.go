@@ -11,7 +11,9 @@ import (
 type Event struct {
 	// Time is when the change was recorded (RFC 3339 with nanoseconds).
 	Time time.Time `json:"time"`
-	// Type is "claimed", "decided", "started", "finished" or "recovered".
+	// Type is "started" (a worker claimed the job and runs an attempt),
+	// "finished" (the attempt was recorded; State is the job's state after
+	// it) or "recovered" (an expired lease was taken back).
 	Type     string `json:"type"`
 	JobID    string `json:"job_id"`
 	JobName  string `json:"job_name,omitempty"`

@@ -51,8 +51,6 @@ type ExecParams struct {
 	Cancel <-chan struct{}
 	// Stdout and Stderr, when not nil, receive a live copy of the output.
 	Stdout, Stderr io.Writer
-	// OnStart, when not nil, is called once the job's process started.
-	OnStart func(pid int)
 }
 
 // Execute runs one attempt of p.Job and returns its record. It never
@@ -77,7 +75,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
 	// cannot show, say) never reaches the hooks: it is the job's fault, not
 	// a policy decision, and the hooks would only see an error.
-	if _, err := SandboxInfo(hj); err != nil {
+	if _, _, err := confine(hj); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
 	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
@@ -92,23 +90,14 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	final := res.Job
 
-	mode, err := sandbox.ParseMode(final.Mode)
+	policy, argv, err := confine(final)
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
-	policy, err := sandbox.NewPolicy(sandbox.PolicyParams{
-		Mode: mode, Workspace: workspace, Cwd: final.Cwd, Network: final.Network, Writable: final.Writable,
-	})
-	if err != nil {
-		return finish(queue.OutcomeRunnerFailed, err.Error())
-	}
-	confined := mode != sandbox.ModeDangerFullAccess
+	mode := policy.Mode()
+	confined := mode.Confined()
 	if confined && e.ProbeErr != nil {
 		return finish(queue.OutcomeRunnerFailed, e.unusableReason(mode))
-	}
-	argv, err := sandbox.Confine(final.Argv, policy)
-	if err != nil {
-		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
 	att.ConfinedArgv = argv
 
@@ -126,7 +115,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	run := e.spawn(ctx, spawnParams{
 		argv: argv, cwd: policy.Cwd(), env: e.environ(final, job, p.Attempt, workspace),
 		confined: confined, stdout: stdout, stderr: stderr, timeout: timeout,
-		cancel: p.Cancel, onStart: p.OnStart,
+		cancel: p.Cancel,
 	})
 	if err := stdout.Close(); err != nil && run.err == nil {
 		run.err = fmt.Errorf("stdout log: %w", err)
@@ -231,20 +220,24 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	d := sandbox.Discovered()
 	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
+	_, argv, err := confine(j)
+	info.Argv = argv
+	return info, err
+}
+
+// confine builds the sandbox policy of a job as hooks see it and the argv
+// it would run with (the memoized probe's bwrap and grade).
+func confine(j hooks.Job) (sandbox.Policy, []string, error) {
 	mode, err := sandbox.ParseMode(j.Mode)
 	if err != nil {
-		return info, err
+		return sandbox.Policy{}, nil, err
 	}
 	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
 	if err != nil {
-		return info, err
+		return pol, nil, err
 	}
 	argv, err := sandbox.Confine(j.Argv, pol)
-	if err != nil {
-		return info, err
-	}
-	info.Argv = argv
-	return info, nil
+	return pol, argv, err
 }
 
 // environ is the job's environment: the passthrough list from the worker,
@@ -292,7 +285,6 @@ type spawnParams struct {
 	stderr   io.Writer
 	timeout  time.Duration
 	cancel   <-chan struct{}
-	onStart  func(pid int)
 }
 
 type spawnResult struct {
@@ -336,9 +328,6 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	}
 	if statusW != nil {
 		statusW.Close()
-	}
-	if p.onStart != nil {
-		p.onStart(cmd.Process.Pid)
 	}
 	statusBuf := make(chan []byte, 1)
 	if statusR != nil {

@@ -115,13 +115,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		stopHard()
 	}()
 
-	recovered, err := w.o.Store.LeaseRecoverExpired(ctx)
-	if err != nil {
+	if err := w.recoverLeases(ctx, log); err != nil {
 		return w.summary, fmt.Errorf("recover leases: %w", err)
-	}
-	for _, j := range recovered {
-		log.Info("recovered expired lease", "job", j.ID, "state", j.State)
-		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(j.State), Reason: j.Reason, WorkerID: w.o.ID})
 	}
 
 	wake := make(chan struct{}, 1)
@@ -171,10 +166,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 		if time.Since(lastRecover) > w.o.Executor.Config.Lease.Duration/2 {
 			lastRecover = time.Now()
-			if rec, err := w.o.Store.LeaseRecoverExpired(ctx); err == nil {
-				for _, j := range rec {
-					log.Info("recovered expired lease", "job", j.ID, "state", j.State)
-				}
+			if err := w.recoverLeases(ctx, log); err != nil && ctx.Err() == nil {
+				log.Error("recover leases", "err", err)
 			}
 		}
 		// The scheduler (runner/schedule.go) runs when a schedule is due,
@@ -244,6 +237,17 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.summary, nil
+}
+
+// recoverLeases takes back the jobs of workers whose leases expired, and
+// logs and records each one.
+func (w *Worker) recoverLeases(ctx context.Context, log *slog.Logger) error {
+	recovered, err := w.o.Store.LeaseRecoverExpired(ctx)
+	for _, j := range recovered {
+		log.Info("recovered expired lease", "job", j.ID, "state", j.State)
+		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(j.State), Reason: j.Reason, WorkerID: w.o.ID})
+	}
+	return err
 }
 
 func (w *Worker) running() int {

@@ -99,6 +99,12 @@ command = "exit 3"
 	out, _, code = b.Run("--json", "ls", "--limit", "0")
 	require.Equal(t, 0, code)
 	require.Equal(t, 4, strings.Count(out, `"message_type":"job"`))
+
+	// The event log has a started and a finished line per job.
+	events, err := os.ReadFile(filepath.Join(b.State, "events.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, 4, strings.Count(string(events), `"type":"started"`))
+	require.Equal(t, 4, strings.Count(string(events), `"type":"finished"`))
 }
 
 func TestE2ECancelRunningJobLeavesNoProcess(t *testing.T) {
