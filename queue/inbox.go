@@ -38,6 +38,11 @@ type InboxOptions struct {
 	Settle time.Duration
 	// Clock defaults to time.Now.
 	Clock func() time.Time
+	// Check, when not nil, vets a parsed file before it is enqueued, with
+	// the name it was dropped under (paddock passes its check of the job's
+	// hook names against the config). An error refuses the file as a
+	// validation error would. Defaults to nil (no extra check).
+	Check func(file string, specs []Spec) error
 }
 
 // InboxResult says what happened to one file.
@@ -79,6 +84,7 @@ type Inbox struct {
 	store                               Store
 	settle                              time.Duration
 	clock                               func() time.Time
+	check                               func(string, []Spec) error
 
 	mu   sync.Mutex
 	seen map[string]seenFile
@@ -108,7 +114,7 @@ func NewInbox(o InboxOptions) (*Inbox, error) {
 	in := &Inbox{
 		dir: dir, accepted: filepath.Join(dir, "accepted"), rejected: filepath.Join(dir, "rejected"),
 		processing: filepath.Join(dir, ".processing"),
-		store:      o.Store, settle: o.Settle, clock: o.Clock, seen: map[string]seenFile{},
+		store:      o.Store, settle: o.Settle, clock: o.Clock, check: o.Check, seen: map[string]seenFile{},
 	}
 	for _, d := range []string{in.dir, in.accepted, in.rejected, in.processing} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -238,6 +244,9 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 	var specs []Spec
 	if err == nil {
 		specs, err = Parse(name, data, in.dir)
+	}
+	if err == nil && in.check != nil {
+		err = in.check(name, specs)
 	}
 	if err == nil {
 		var jobs []Job

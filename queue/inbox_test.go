@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -140,4 +141,51 @@ func TestInbox(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 2, c[queue.StateQueued], "neither lost nor duplicated")
 	})
+}
+
+// InboxOptions.Check refuses a parsed file like a validation error: the
+// file goes to rejected/ with the check's message, nothing is enqueued.
+func TestInboxCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := storetest.NewClock(storetest.T0)
+	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "queue.db"), queue.SQLiteOptions{Clock: clock.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	var checked []string
+	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: time.Second, Clock: clock.Now,
+		Check: func(file string, specs []queue.Spec) error {
+			checked = append(checked, file)
+			if len(specs[0].Hooks) > 0 {
+				return errors.New(file + ":1: hooks: unknown hook")
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(in.Dir(), "ok.toml"), []byte("command = \"true\"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(in.Dir(), "no.toml"), []byte("command = \"true\"\nhooks = [\"x\"]\n"), 0o644))
+	res, err := in.Scan(ctx) // first sight: not settled yet
+	require.NoError(t, err)
+	require.Empty(t, res)
+	clock.Advance(time.Second)
+	res, err = in.Scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	require.ElementsMatch(t, []string{"ok.toml", "no.toml"}, checked)
+	for _, r := range res {
+		switch r.File {
+		case "ok.toml":
+			require.NoError(t, r.Err)
+			require.Len(t, r.Jobs, 1)
+		case "no.toml":
+			require.ErrorContains(t, r.Err, "unknown hook")
+			msg, err := os.ReadFile(r.Path + ".error")
+			require.NoError(t, err)
+			require.Contains(t, string(msg), "no.toml:1: hooks: unknown hook")
+		}
+	}
+	counts, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, counts[queue.StateQueued], "only the accepted file's job")
 }

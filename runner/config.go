@@ -15,6 +15,7 @@ import (
 
 	"paddock/hooks"
 	"paddock/internal/suggest"
+	"paddock/queue"
 	"paddock/sandbox"
 )
 
@@ -329,6 +330,35 @@ func (c Config) validate() []string {
 		}
 	}
 	return ps
+}
+
+// CheckHookNames refuses jobs that ask (in `hooks`) for a hook this config
+// does not define: the chain would deny them at every attempt, so submit,
+// run and the inbox refuse them up front. The error lists every such job
+// as "file:line: job "name": hooks: unknown hook ...", one per line.
+func (c Config) CheckHookNames(file string, specs []queue.Spec) error {
+	known := map[string]bool{}
+	var names []string
+	for _, h := range c.Hooks {
+		known[h.Name] = true
+		names = append(names, h.Name)
+	}
+	configured := "none are configured"
+	if len(names) > 0 {
+		configured = "configured: " + strings.Join(names, ", ")
+	}
+	var problems []string
+	for _, sp := range specs {
+		for _, h := range sp.Hooks {
+			if !known[h] {
+				problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", file, sp.Line, sp.Name, h, configured))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 // HookConfigs converts the [[hook]] tables to the hooks package's form.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/queue"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -133,4 +135,14 @@ func TestConfigKeysMatchStructs(t *testing.T) {
 	}
 	require.ElementsMatch(t, tags(Config{}), configKeys)
 	require.ElementsMatch(t, tags(HookConfig{}), hookKeys)
+}
+
+func TestCheckHookNames(t *testing.T) {
+	t.Parallel()
+	c := Config{Hooks: []HookConfig{{Name: "deny"}, {Name: "audit"}}}
+	require.NoError(t, c.CheckHookNames("f.toml", []queue.Spec{{Name: "a", Hooks: []string{"audit"}}, {Name: "b"}}))
+	err := c.CheckHookNames("f.toml", []queue.Spec{{Name: "a", Line: 3, Hooks: []string{"audti", "deny"}}, {Name: "b", Line: 9, Hooks: []string{"x"}}})
+	require.EqualError(t, err, `f.toml:3: job "a": hooks: unknown hook "audti" (configured: deny, audit)`+"\n"+
+		`f.toml:9: job "b": hooks: unknown hook "x" (configured: deny, audit)`)
+	require.ErrorContains(t, Config{}.CheckHookNames("g.toml", []queue.Spec{{Hooks: []string{"x"}}}), "none are configured")
 }

@@ -152,27 +152,13 @@ func enqueueError(path string, err error, earlier []string) error {
 	return errors.New(msg)
 }
 
-// checkHookNames refuses jobs that ask for a hook the config does not
-// define, before anything is enqueued: the chain would deny them anyway.
+// checkHookNames runs the config's hook-name check on every file, before
+// anything is enqueued, and lists every problem.
 func checkHookNames(cfg runner.Config, files []parsedFile) error {
-	known := map[string]bool{}
-	var names []string
-	for _, h := range cfg.Hooks {
-		known[h.Name] = true
-		names = append(names, h.Name)
-	}
 	var problems []string
 	for _, f := range files {
-		for _, sp := range f.specs {
-			for _, h := range sp.Hooks {
-				if !known[h] {
-					configured := "none are configured"
-					if len(names) > 0 {
-						configured = "configured: " + strings.Join(names, ", ")
-					}
-					problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", f.path, sp.Line, sp.Name, h, configured))
-				}
-			}
+		if err := cfg.CheckHookNames(f.path, f.specs); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {

@@ -116,7 +116,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return fmt.Errorf("event log: %w", err)
 	}
 	defer events.Close()
-	inbox, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store})
+	inbox, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store, Check: a.cfg.CheckHookNames})
 	if err != nil {
 		return fmt.Errorf("inbox: %w", err)
 	}
