@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,11 +82,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	workerID := fmt.Sprintf("%s:%d:run", host, os.Getpid())
 	lease := a.cfg.Lease.Duration
 
-	// Ctrl-C cancels the job (recorded as canceled), it does not abandon it.
+	// Ctrl-C, or `paddock cancel` seen at a heartbeat, cancels the job
+	// (recorded as canceled); it is never abandoned.
 	cancel := make(chan struct{})
+	var cancelOnce sync.Once
+	stop := func() { cancelOnce.Do(func() { close(cancel) }) }
 	go func() {
 		<-ctx.Done()
-		close(cancel)
+		stop()
 	}()
 	for {
 		claimed, err := a.store.JobClaim(context.Background(), &queue.JobClaimParams{WorkerID: workerID, Limit: 1, Lease: lease, JobIDs: []string{id}})
@@ -138,10 +142,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 				case <-t.C:
 					ids, err := a.store.LeaseExtend(context.Background(), &queue.LeaseExtendParams{WorkerID: workerID, JobIDs: []string{id}, Lease: lease})
 					if err == nil && len(ids) > 0 {
+						// Cancel requested (or the lease was lost): stop the job.
 						select {
 						case <-cancel:
 						default:
-							fmt.Fprintf(os.Stderr, "paddock: cancel requested\n")
+							fmt.Fprintf(os.Stderr, "paddock: cancel requested; stopping the job\n")
+							stop()
 						}
 					}
 				}

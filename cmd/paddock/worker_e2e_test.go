@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -136,4 +138,30 @@ func TestE2EWorkerPrunesPastRetention(t *testing.T) {
 	require.Equal(t, 2, code, "the job is gone")
 	require.NoFileExists(t, s.Attempts[0].StdoutPath)
 	require.NoDirExists(t, ws)
+}
+
+// paddock cancel stops a job that paddock run runs in the foreground:
+// run sees the request at its next heartbeat, stops the job and exits 130.
+func TestE2ECancelStopsPaddockRun(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "lease = \"3s\"\nkill_grace = \"1s\"\n")
+	job := b.WriteJob("long.toml", "name = \"fg-long\"\nmode = \"read_only\"\ncommand = \"sleep 120\"\n")
+	run := b.Cmd(context.Background(), "run", job)
+	require.NoError(t, run.Start())
+	t.Cleanup(func() { _ = run.Process.Kill() })
+	b.WaitState("fg-long", 30*time.Second, "running")
+	_, errOut, code := b.Run("cancel", "fg-long")
+	require.Equal(t, 0, code, errOut)
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, 130, ee.ExitCode())
+	case <-time.After(30 * time.Second):
+		t.Fatal("paddock run did not stop after paddock cancel")
+	}
+	s := b.Show("fg-long")
+	require.Equal(t, "canceled", s.State)
 }
