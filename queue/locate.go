@@ -5,9 +5,8 @@ import (
 	"strings"
 )
 
-// keyLines maps key paths to the line they are defined on. BurntSushi/toml
-// v1.6 keeps key positions private (upstream issue #462), so this scanner
-// finds them itself. It only runs on text the TOML parser accepted, and only
+// keyLines maps key paths to the line they are defined on. Decoding into a
+// map keeps no positions, so this scanner finds them itself. It only runs on text the TOML parser accepted, and only
 // has to be good enough for error messages: a path it cannot place falls
 // back to its parent (ultimately the job's own line).
 //
@@ -93,6 +92,28 @@ func locateKeys(data []byte, keys bool) keyLines {
 		}
 	}
 	return kl
+}
+
+// keyOnLine returns the dotted key that line (1-based) of data assigns
+// ("key = ..."), or "" when the line does not start with one. It names the
+// key of a TOML syntax error, whose decoder reports only a position.
+func keyOnLine(data []byte, line int) string {
+	rest := string(data)
+	for i := 1; i < line; i++ {
+		j := strings.IndexByte(rest, '\n')
+		if j < 0 {
+			return ""
+		}
+		rest = rest[j+1:]
+	}
+	if j := strings.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[:j]
+	}
+	path, after, ok := parseKeyPath(strings.TrimSpace(rest))
+	if !ok || !strings.HasPrefix(after, "=") {
+		return ""
+	}
+	return strings.Join(path, ".")
 }
 
 func setLine(kl keyLines, k string, line int) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 
 	"paddock/internal/suggest"
 )
@@ -150,12 +150,17 @@ func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
 	}
 	p.base = baseDir
 	var raw map[string]any
-	if _, err := toml.Decode(string(data), &raw); err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			p.add(pe.Position.Line, "", pe.LastKey, "invalid TOML: "+pe.Message)
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, _ := de.Position()
+			key := strings.Join(de.Key(), ".")
+			if key == "" {
+				key = keyOnLine(data, line)
+			}
+			p.add(line, "", key, "invalid TOML: "+strings.TrimPrefix(de.Error(), "toml: "))
 		} else {
-			p.add(0, "", "", "invalid TOML: "+err.Error())
+			p.add(0, "", "", "invalid TOML: "+strings.TrimPrefix(err.Error(), "toml: "))
 		}
 		return nil, p.err()
 	}
@@ -295,7 +300,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 			p.at(top, k, msg)
 		}
 	}
-	list, ok := jobsRaw.([]map[string]any)
+	list, ok := tables(jobsRaw)
 	if !ok {
 		p.at(top, "job", "expected an array of tables ([[job]]), got "+typeName(jobsRaw))
 		return nil
@@ -312,6 +317,9 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		}
 		f := p.fields(m, sc, false)
 		line := p.heads.lookup(sc.prefix())
+		if line == 0 { // job = [{...}, ...]: an inline array of tables
+			line = p.keyLine("job")
+		}
 		if s, ok := p.build(defaults, f, sc, line); ok {
 			specs = append(specs, s)
 		}
@@ -870,6 +878,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// tables returns v as a list of tables when it is an array whose every
+// element is a table ([[job]] tables, or an inline array of inline tables).
+func tables(v any) ([]map[string]any, bool) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	list := make([]map[string]any, len(arr))
+	for i, e := range arr {
+		if list[i], ok = e.(map[string]any); !ok {
+			return nil, false
+		}
+	}
+	return list, true
+}
+
 func typeName(v any) string {
 	switch v.(type) {
 	case string:
@@ -884,9 +908,7 @@ func typeName(v any) string {
 		return "array"
 	case map[string]any:
 		return "table"
-	case []map[string]any:
-		return "array of tables"
-	case time.Time, toml.Primitive:
+	case time.Time, toml.LocalDate, toml.LocalTime, toml.LocalDateTime:
 		return "date/time"
 	default:
 		return fmt.Sprintf("%T", v)
