@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 
 	"paddock/queue"
 )
@@ -24,10 +24,10 @@ func BenchmarkParse10k(b *testing.B) {
 }
 
 func BenchmarkTOMLDecode10k(b *testing.B) {
-	data := string(batchTOML(10_000, "j"))
+	data := batchTOML(10_000, "j")
 	for b.Loop() {
 		var m map[string]any
-		if _, err := toml.Decode(data, &m); err != nil {
+		if err := toml.Unmarshal(data, &m); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,17 +1,19 @@
 package runner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/pelletier/go-toml/v2"
 
 	"paddock/hooks"
 	"paddock/internal/suggest"
@@ -132,24 +134,16 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // binary or decimal unit: "64MiB", "512KiB", "1GB", "1048576".
 type ByteSize int64
 
-// UnmarshalTOML accepts an integer or a string with a unit.
-func (b *ByteSize) UnmarshalTOML(v any) error {
-	switch x := v.(type) {
-	case int64:
-		if x < 0 {
-			return fmt.Errorf("size %d is negative", x)
-		}
-		*b = ByteSize(x)
-		return nil
-	case string:
-		n, err := ParseByteSize(x)
-		if err != nil {
-			return err
-		}
-		*b = ByteSize(n)
-		return nil
+// UnmarshalText parses a size string such as "64MiB" (see ParseByteSize).
+// A TOML integer is decoded as a number of bytes without calling it;
+// LoadConfig refuses a negative one.
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	n, err := ParseByteSize(string(text))
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("want bytes as an integer or a string such as \"64MiB\", got %T", v)
+	*b = ByteSize(n)
+	return nil
 }
 
 // ParseByteSize parses "64MiB", "10 MB", "4096" (bytes) and the like.
@@ -199,25 +193,39 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		}
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	md, err := toml.Decode(string(data), &c)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, pe.Position.Line, pe.Message)
-		}
-		return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
-	}
 	var problems []string
-	for _, k := range md.Undecoded() {
-		// Settings tables are free-form and sent to the hook as JSON.
-		if len(k) >= 2 && k[0] == "hook" && k[1] == "settings" {
-			continue
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var de *toml.DecodeError
+		var sm *toml.StrictMissingError
+		switch {
+		case errors.As(err, &sm):
+			// Unknown keys. Settings tables are maps: free-form, sent to
+			// the hook as JSON, never reported here.
+			for i := range sm.Errors {
+				k := sm.Errors[i].Key()
+				line, _ := sm.Errors[i].Position()
+				cands, last := configKeys, k[len(k)-1]
+				if len(k) > 1 && k[0] == "hook" {
+					cands = hookKeys
+				}
+				problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, line, strings.Join(k, "."), suggest.DidYouMean(last, cands)))
+			}
+		case errors.As(err, &de):
+			line, _ := de.Position()
+			msg := friendlyTypeError(strings.TrimPrefix(de.Error(), "toml: "))
+			if k := de.Key(); len(k) > 0 {
+				msg = strings.Join(k, ".") + ": " + msg
+			}
+			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, line, msg)
+		default:
+			return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 		}
-		cands, last := configKeys, k[len(k)-1]
-		if len(k) > 1 && k[0] == "hook" {
-			cands = hookKeys
+	}
+	for _, h := range c.Hooks {
+		if h.Memory < 0 {
+			problems = append(problems, fmt.Sprintf("%s: hook %q: memory %d is negative", path, h.Name, h.Memory))
 		}
-		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, keyLine(data, k), k.String(), suggest.DidYouMean(last, cands)))
 	}
 	c.Path = path
 	dir := filepath.Dir(path)
@@ -233,7 +241,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	for _, p := range c.validate() {
 		// Problems of top-level keys start with the key: give its line.
 		key, _, _ := strings.Cut(p, ":")
-		if l := keyLine(data, toml.Key{key}); l > 0 && !strings.HasPrefix(key, "hook") {
+		if l := keyLine(data, []string{key}); l > 0 && !strings.HasPrefix(key, "hook") {
 			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, l, p))
 			continue
 		}
@@ -381,9 +389,31 @@ func (c Config) HookConfigs() []hooks.Config {
 	return out
 }
 
+var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field )?\S+ of type (\S+)$`)
+
+// friendlyTypeError rewrites the decoder's type-mismatch message, which
+// names Go types ("into struct field runner.Config.Concurrency of type
+// int"), into the words of the config reference.
+func friendlyTypeError(msg string) string {
+	m := typeMismatch.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	want := map[string]string{
+		"int": "an integer", "int64": "an integer", "string": "a string", "bool": "a boolean",
+		"[]string": "an array of strings", "runner.Duration": "a duration string such as \"30s\"",
+		"*runner.Duration": "a duration string such as \"30s\"", "runner.ByteSize": "a size (bytes, or a string such as \"64MiB\")",
+		"[]runner.HookConfig": "[[hook]] tables", "runner.HookConfig": "a [[hook]] table", "map[string]interface {}": "a table",
+	}[m[2]]
+	if want == "" {
+		return msg
+	}
+	return "expected " + want + ", got a TOML " + m[1]
+}
+
 // keyLine finds the line (1-based) that defines the last part of key k, for
 // error messages; 0 when it cannot tell.
-func keyLine(data []byte, k toml.Key) int {
+func keyLine(data []byte, k []string) int {
 	if len(k) == 0 {
 		return 0
 	}
@@ -396,7 +426,7 @@ func keyLine(data []byte, k toml.Key) int {
 				return i + 1
 			}
 		}
-		if t == "["+k.String()+"]" || t == "[["+k.String()+"]]" {
+		if dotted := strings.Join(k, "."); t == "["+dotted+"]" || t == "[["+dotted+"]]" {
 			return i + 1
 		}
 	}
