@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,10 @@ type WorkerOptions struct {
 	Drain bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// CPUProfile, when not "", is a file the worker writes a CPU profile
+	// of its whole run to, start-up included (hidden flag: for
+	// paddock-bench and for profiling by hand).
+	CPUProfile string
 }
 
 // AddFlags registers the worker flags.
@@ -34,6 +39,8 @@ func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 0, fmt.Sprintf("jobs run at once (default: the config's concurrency, else the number of CPUs, %d)", runtime.NumCPU()))
 	f.BoolVar(&o.Drain, "drain", false, "exit once nothing is queued or running: 0 if every job this worker finished succeeded, 1 otherwise")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr; JSON with --json)")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run, start-up included, to this file (pprof format)")
+	_ = f.MarkHidden("cpuprofile")
 }
 
 func newWorkerCommand(gopts *GlobalOptions) *cobra.Command {
@@ -71,6 +78,18 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	}
 	log := slog.New(handler)
+
+	if opts.CPUProfile != "" {
+		f, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return usagef("--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
