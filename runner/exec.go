@@ -38,6 +38,12 @@ type Executor struct {
 	// unusable, and every confined job then fails closed with it.
 	Probe    sandbox.ProbeReport
 	ProbeErr error
+	// ProbeCache, when not "", is the probe cache file
+	// ([sandbox.ProbeCached]). It is removed when bwrap fails to build a
+	// confined job's sandbox, so that the next start probes the host
+	// again instead of trusting a report the host no longer matches.
+	// Defaults to "" (nothing removed).
+	ProbeCache string
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -128,6 +134,11 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 
 	c := sandbox.Classify(sandbox.ClassifyParams{Mode: mode, State: run.state, Status: run.status, Stderr: stderr.Tail()})
+	if confined && e.ProbeCache != "" && run.stopped == stopNone && c.Outcome == sandbox.OutcomeRunnerFailed && run.status.ChildPID == 0 {
+		// bwrap gave up before it made the sandbox's first process: the
+		// host may have changed since the probe.
+		_ = sandbox.InvalidateProbeCache(e.ProbeCache)
+	}
 	if c.Signal == "" {
 		code := c.ExitCode
 		att.ExitCode = &code

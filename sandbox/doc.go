@@ -12,7 +12,9 @@
 //     is searched, and they cost well under a microsecond;
 //   - [Probe] finds the absolute bwrap and the [Grade] this host supports,
 //     by running real sandboxes, and memoizes a usable result, which
-//     [Discovered] returns;
+//     [Discovered] returns; [ProbeCached] also keeps a usable result in a
+//     file and reuses it while the host key it was found for still holds
+//     (failing closed: any doubt means a fresh probe);
 //   - [ReadStatus] and [Classify] tell "bwrap failed, the command never ran"
 //     from "the command ran and failed", by bwrap's --json-status-fd record,
 //     never by text.
@@ -148,7 +150,9 @@
 // # Concurrency and state
 //
 // Everything here is safe for concurrent use. The only mutable package
-// state is the memoized result of the first usable [Probe]; a failed probe
-// is not memoized. [Discovered] returns the defaults (/usr/bin/bwrap, full
-// grade, network isolation, --disable-userns) until a probe succeeds.
+// state is the memoized result of the first usable [Probe] or
+// [ProbeCached]; a failed probe is not memoized. The probe cache file is
+// replaced by rename, so processes sharing it see a whole file.
+// [Discovered] returns the defaults (/usr/bin/bwrap, full grade, network
+// isolation, --disable-userns) until a probe succeeds.
 package sandbox

@@ -65,8 +65,12 @@ type ProbeReport struct {
 	BwrapLine        string `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
 	Hint             string `json:"hint"`       // what to do about it
 	// Notes are remarks that are not failures (a setuid bwrap, the reason
-	// for the partial grade, why network isolation is missing).
+	// for the partial grade, why network isolation is missing, where a
+	// cached report came from).
 	Notes []string `json:"notes,omitempty"`
+	// Cached is true when the report was read from the probe cache
+	// ([ProbeCached]) rather than found by running bwrap now.
+	Cached bool `json:"cached"`
 }
 
 // Usable reports whether the grade is full or partial.
@@ -121,17 +125,11 @@ func Probe(ctx context.Context) (ProbeReport, error) {
 	if r := probed.Load(); r != nil {
 		return *r, nil
 	}
-	var pp ProbeParams
-	switch g := os.Getenv(ForceGradeEnv); g {
-	case "", string(GradeFull):
-	case string(GradePartial):
-		pp.MaxGrade = GradePartial
-	default:
-		rep := ProbeReport{Grade: GradeUnusable, Root: os.Geteuid() == 0,
-			Error: fmt.Sprintf("%s=%q: want %q or %q", ForceGradeEnv, g, GradePartial, GradeFull), Hint: "unset " + ForceGradeEnv + " or set it to partial"}
-		return rep, fmt.Errorf("%w: %s", ErrUnusable, rep.Error)
+	maxGrade, rep, err := forcedMaxGrade()
+	if err != nil {
+		return *rep, err
 	}
-	r, err := ProbeWith(ctx, pp)
+	r, err := ProbeWith(ctx, ProbeParams{MaxGrade: maxGrade})
 	if err == nil {
 		probed.Store(&r)
 	}

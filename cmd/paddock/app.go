@@ -12,6 +12,7 @@ import (
 	"paddock/hooks"
 	"paddock/queue"
 	"paddock/runner"
+	"paddock/sandbox"
 )
 
 // DatabaseFile is the queue's SQLite file inside the state directory.
@@ -66,6 +67,18 @@ func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*ap
 }
 
 func (a *app) Close() error { return a.store.Close() }
+
+// probeCachePath is the probe cache of a state directory:
+// <state>/cache/probe.json (see [sandbox.ProbeCached]).
+func probeCachePath(stateDir string) string {
+	return filepath.Join(stateDir, "cache", sandbox.ProbeCacheFile)
+}
+
+// probeSandbox is the start-up probe of the commands that run or show confined
+// jobs (worker, run, check): memoized, and cached in the state directory.
+func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, error) {
+	return sandbox.ProbeCached(ctx, sandbox.ProbeCachedParams{Path: probeCachePath(stateDir)})
+}
 
 // newChain loads and compiles the config's hook chain, with the
 // compilation cache under the state directory.

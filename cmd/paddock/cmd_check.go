@@ -12,7 +12,6 @@ import (
 	"paddock/hooks"
 	"paddock/queue"
 	"paddock/runner"
-	"paddock/sandbox"
 )
 
 func newCheckCommand(gopts *GlobalOptions) *cobra.Command {
@@ -57,7 +56,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		return err
 	}
 	a := &app{cfg: cfg, stateDir: stateDir}
-	if _, err := sandbox.Probe(ctx); err != nil {
+	if _, err := probeSandbox(ctx, stateDir); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock: warning: %v (confined argv shown for the default bwrap)\n", err)
 	}
 	chain, err := a.newChain(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,9 +13,14 @@ import (
 	"paddock/sandbox"
 )
 
-// ProbeOptions are the flags of paddock probe (it has none of its own; the
-// global --json selects the output).
-type ProbeOptions struct{}
+// ProbeOptions are the options of paddock probe. It has no flags of its
+// own; the global --json selects the output.
+type ProbeOptions struct {
+	// CachePath, when not "", is the state directory's probe cache, which
+	// the fresh probe rewrites (or removes, when bwrap is unusable).
+	// Defaults to "" (no cache touched).
+	CachePath string
+}
 
 func newProbeCommand(gopts *GlobalOptions) *cobra.Command {
 	var opts ProbeOptions
@@ -25,9 +31,20 @@ func newProbeCommand(gopts *GlobalOptions) *cobra.Command {
 the grade (full, partial or unusable), the absolute bwrap executable, its
 version, whether network isolation (--unshare-net) works and whether paddock
 runs as root. When bwrap is unusable it prints bwrap's own error line and a
-hint, and exits 1. With --json it prints one object with message_type "probe".`,
+hint, and exits 1. With --json it prints one object with message_type "probe".
+
+It always runs bwrap, and rewrites the state directory's probe cache
+(<state>/cache/probe.json, which worker, run and check read at start-up) or
+removes it when bwrap is unusable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// probe always runs bwrap; it refreshes the cache of a state
+			// directory that exists, and creates none.
+			if _, stateDir, err := loadConfig(cmd, gopts); err == nil {
+				if fi, err := os.Stat(stateDir); err == nil && fi.IsDir() {
+					opts.CachePath = probeCachePath(stateDir)
+				}
+			}
 			return runProbe(cmd.Context(), opts, gopts, cmd.OutOrStdout())
 		},
 	}
@@ -39,8 +56,8 @@ type probeMessage struct {
 	sandbox.ProbeReport
 }
 
-func runProbe(ctx context.Context, _ ProbeOptions, gopts *GlobalOptions, out io.Writer) error {
-	rep, err := sandbox.Probe(ctx)
+func runProbe(ctx context.Context, opts ProbeOptions, gopts *GlobalOptions, out io.Writer) error {
+	rep, err := sandbox.ProbeCached(ctx, sandbox.ProbeCachedParams{Path: opts.CachePath, Refresh: true})
 	if err != nil && !errors.Is(err, sandbox.ErrUnusable) {
 		return err
 	}

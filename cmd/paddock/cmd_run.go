@@ -12,7 +12,6 @@ import (
 
 	"paddock/queue"
 	"paddock/runner"
-	"paddock/sandbox"
 )
 
 // Exit statuses of `paddock run` when the job did not exit by itself;
@@ -61,13 +60,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	defer a.Close()
-	probe, probeErr := sandbox.Probe(ctx)
+	probe, probeErr := probeSandbox(ctx, a.stateDir)
 	chain, err := a.newChain(ctx)
 	if err != nil {
 		return err
 	}
 	defer chain.Close(context.Background())
-	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr}
+	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr, ProbeCache: probeCachePath(a.stateDir)}
 
 	if err := checkHookNames(a.cfg, files); err != nil {
 		return err

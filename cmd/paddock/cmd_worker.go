@@ -108,7 +108,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	}
 	probeDone := make(chan probed, 1)
 	go func() {
-		rep, err := sandbox.Probe(ctx)
+		rep, err := probeSandbox(ctx, a.stateDir)
 		probeDone <- probed{rep, err}
 	}()
 	chain, err := a.newChain(ctx)
@@ -121,7 +121,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if probeErr != nil {
 		log.Warn("sandbox unusable: confined jobs will fail closed; danger_full_access jobs still run", "err", probeErr, "hint", probe.Hint)
 	} else {
-		log.Info("sandbox", "grade", probe.Grade, "executable", probe.Executable, "version", probe.Version, "network_isolation", probe.NetworkIsolation)
+		log.Info("sandbox", "grade", probe.Grade, "executable", probe.Executable, "version", probe.Version, "network_isolation", probe.NetworkIsolation, "cached", probe.Cached)
 	}
 	for _, h := range chain.Hooks() {
 		log.Info("hook", "name", h.Config.Name, "abi", h.ABI, "sha256", h.SHA256, "mode", h.Config.Mode)
@@ -144,6 +144,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		Store: a.store,
 		Executor: &runner.Executor{
 			Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
+			ProbeCache: probeCachePath(a.stateDir),
 		},
 		Inbox:       inbox,
 		Concurrency: opts.Concurrency,
