@@ -43,7 +43,12 @@ type WorkerOptions struct {
 	Inbox *queue.Inbox
 	// ID names the worker in leases and events. Defaults to host:pid.
 	ID string
-	// Concurrency is how many jobs run at once. Defaults to Executor.Config.Concurrency.
+	// Concurrency is how many jobs run at once. A job's slot frees when
+	// its attempt ends (the process is gone), before the attempt is
+	// recorded: the next claim goes first, then the record is written while
+	// the next job starts. The store may therefore show a finished job as
+	// running for the millisecond its record takes, beside Concurrency
+	// others. Defaults to Executor.Config.Concurrency.
 	Concurrency int
 	// Drain makes Run return once nothing is queued or running.
 	Drain  bool
@@ -69,7 +74,10 @@ type Worker struct {
 	abortMu sync.Once
 
 	mu       sync.Mutex
-	inflight map[string]chan struct{} // job id -> cancel
+	inflight map[string]chan struct{} // job id -> cancel, until recorded
+	running  int                      // jobs whose attempt has not ended
+	pass     chan struct{}            // closed at the end of the loop's next claim pass
+	loopDone bool                     // the loop claims no more; pass stays closed
 	summary  Summary
 
 	inboxDirty atomic.Bool // a file landed in the inbox since the last scan
@@ -88,7 +96,7 @@ func NewWorker(o WorkerOptions) *Worker {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Worker{o: o, abort: make(chan struct{}), inflight: map[string]chan struct{}{},
-		summary: Summary{Finished: map[queue.JobState]int{}}}
+		pass: make(chan struct{}), summary: Summary{Finished: map[queue.JobState]int{}}}
 }
 
 // Abort stops running jobs at once (SIGKILL) and makes Run return; their
@@ -137,6 +145,12 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 
 	var wg sync.WaitGroup
 	done := make(chan struct{}, w.o.Concurrency)
+	wakeLoop := func() {
+		select { // a wake-up signal, never a reason to block
+		case done <- struct{}{}:
+		default:
+		}
+	}
 	lastRecover := time.Now()
 	var lastPrune, lastTick, lastScan, nextDue time.Time
 	for {
@@ -177,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			lastTick = now
 			nextDue = w.tickSchedules(ctx, log)
 		}
-		free := w.o.Concurrency - w.running()
+		free := w.o.Concurrency - w.runningCount()
 		claimed := 0
 		if free > 0 {
 			jobs, err := w.o.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration})
@@ -189,19 +203,17 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				cancel := make(chan struct{})
 				w.mu.Lock()
 				w.inflight[j.ID] = cancel
+				w.running++
 				w.mu.Unlock()
 				wg.Add(1)
 				go func(j queue.Job) {
 					defer wg.Done()
-					w.runOne(hard, log, j, cancel)
-					select { // a wake-up signal, never a reason to block
-					case done <- struct{}{}:
-					default:
-					}
+					w.runOne(hard, log, j, cancel, wakeLoop)
 				}(j)
 			}
 		}
-		if w.o.Drain && claimed == 0 && w.running() == 0 {
+		w.passDone(false)
+		if w.o.Drain && claimed == 0 && w.inflightCount() == 0 {
 			counts, err := w.o.Store.JobCounts(ctx)
 			if err == nil && counts[queue.StateQueued] == 0 && counts[queue.StateRunning] == 0 {
 				break
@@ -220,11 +232,13 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 	}
 
-	// Graceful stop: no more claims; running jobs get the shutdown grace.
+	// Graceful stop: no more claims; running jobs get the shutdown grace
+	// (attempts that ended are recorded at once).
+	w.passDone(true)
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	if w.running() > 0 && hard.Err() == nil {
-		log.Info("stopping: waiting for running jobs", "running", w.running(), "grace", w.o.Executor.Config.ShutdownGrace.Duration)
+	if w.inflightCount() > 0 && hard.Err() == nil {
+		log.Info("stopping: waiting for running jobs", "running", w.runningCount(), "grace", w.o.Executor.Config.ShutdownGrace.Duration)
 		select {
 		case <-finished:
 		case <-hard.Done():
@@ -250,18 +264,60 @@ func (w *Worker) recoverLeases(ctx context.Context, log *slog.Logger) error {
 	return err
 }
 
-func (w *Worker) running() int {
+// inflightCount is the number of claimed jobs not yet recorded.
+func (w *Worker) inflightCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.inflight)
 }
 
-// runOne executes and records one claimed job.
-func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel chan struct{}) {
+// runningCount is the number of claimed jobs whose attempt has not ended:
+// the slots in use.
+func (w *Worker) runningCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running
+}
+
+// passDone ends a pass of the claim loop: whoever waits for it (a job that
+// freed its slot and lets the claim go first) goes on. With last, the loop
+// claims no more and later waits return at once.
+func (w *Worker) passDone(last bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.loopDone {
+		return
+	}
+	close(w.pass)
+	if last {
+		w.loopDone = true
+		return
+	}
+	w.pass = make(chan struct{})
+}
+
+// runOne executes and records one claimed job. When the attempt ends it
+// frees the job's slot and wakes the loop, waits for the loop's claim
+// (the store has one writer: the next job's claim should not queue behind
+// this record), then records the attempt and wakes the loop again (the
+// record may have released dependent jobs, and drain waits for it).
+func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel chan struct{}, wakeLoop func()) {
+	ended := false
+	endAttempt := func() <-chan struct{} {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !ended {
+			ended = true
+			w.running--
+		}
+		return w.pass
+	}
 	defer func() {
+		endAttempt()
 		w.mu.Lock()
 		delete(w.inflight, j.ID)
 		w.mu.Unlock()
+		wakeLoop()
 	}()
 	attempt := j.AttemptCount // JobClaim started this attempt
 	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
@@ -269,9 +325,17 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: w.o.ID})
 	att := w.o.Executor.Execute(hard, ExecParams{Job: j, Attempt: attempt, Cancel: cancel})
 	att.WorkerID = w.o.ID
+	pass := endAttempt()
+	wakeLoop()
 	if att.Outcome == queue.OutcomeInterrupted {
 		log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason)
 		return
+	}
+	// The pass ends right after the loop's claim, or at once when the
+	// loop has stopped; hard is a last resort.
+	select {
+	case <-pass:
+	case <-hard.Done():
 	}
 	// Record even when the worker is stopping: the attempt is over.
 	rec, err := w.o.Store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: j.ID, WorkerID: w.o.ID, Attempt: att})

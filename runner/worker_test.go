@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/hooks"
+	"paddock/queue"
+)
+
+// TestWorkerSlotsAndRecords: a draining worker at concurrency 1 frees a
+// job's slot when its process ends and records the attempt while the next
+// one starts. Every job still ends recorded exactly once, dependents
+// (released by their dependency's record) run, attempts never overlap,
+// and the drain returns with nothing running.
+func TestWorkerSlotsAndRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+
+	// A chain of dependents, a failing job and independent ones;
+	// danger_full_access runs without bwrap, the slot and record logic
+	// are the same for every mode.
+	var src strings.Builder
+	src.WriteString("[defaults]\nmode = \"danger_full_access\"\n\n")
+	for i := range 6 {
+		fmt.Fprintf(&src, "[[job]]\nname = \"chain-%d\"\ncommand = [\"/bin/true\"]\n", i)
+		if i > 0 {
+			fmt.Fprintf(&src, "after = [\"chain-%d\"]\n", i-1)
+		}
+	}
+	for i := range 6 {
+		fmt.Fprintf(&src, "[[job]]\nname = \"free-%d\"\ncommand = [\"/bin/true\"]\n", i)
+	}
+	src.WriteString("[[job]]\nname = \"fails\"\ncommand = [\"/bin/false\"]\n")
+	specs, err := queue.Parse("jobs.toml", []byte(src.String()), dir)
+	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src.String()})
+	require.NoError(t, err)
+
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { chain.Close(ctx) })
+	events, err := OpenEventLog(filepath.Join(dir, "events.jsonl"))
+	require.NoError(t, err)
+	t.Cleanup(func() { events.Close() })
+	cfg := Config{}.WithDefaults()
+	w := NewWorker(WorkerOptions{
+		Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain},
+		Concurrency: 1, Drain: true, Events: events, ID: "w1",
+	})
+	sum, err := w.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 12, sum.Finished[queue.StateSucceeded])
+	require.Equal(t, 1, sum.Finished[queue.StateFailed])
+	require.Len(t, sum.Failed, 1)
+	require.Zero(t, w.inflightCount())
+	require.Zero(t, w.runningCount())
+
+	counts, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	require.Zero(t, counts[queue.StateRunning])
+	require.Zero(t, counts[queue.StateQueued])
+
+	jobs, err := st.JobList(ctx, &queue.JobListParams{WithAttempts: true})
+	require.NoError(t, err)
+	require.Len(t, jobs, 13)
+	type span struct{ start, end int64 }
+	var spans []span
+	byName := map[string]queue.Job{}
+	for _, j := range jobs {
+		require.Len(t, j.Attempts, 1, "job %s", j.Name)
+		a := j.Attempts[0]
+		require.False(t, a.EndedAt.IsZero(), "job %s recorded", j.Name)
+		spans = append(spans, span{a.StartedAt.UnixNano(), a.EndedAt.UnixNano()})
+		byName[j.Name] = j
+	}
+	// Concurrency 1: no attempt starts before the previous one ended.
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			require.True(t, a.end <= b.start || b.end <= a.start, "attempts overlap: %v %v", a, b)
+		}
+	}
+	// The chain ran in order: each dependent after its dependency ended.
+	for i := 1; i < 6; i++ {
+		prev, cur := byName[fmt.Sprintf("chain-%d", i-1)], byName[fmt.Sprintf("chain-%d", i)]
+		require.False(t, cur.Attempts[0].StartedAt.Before(prev.Attempts[0].EndedAt), "chain-%d started before chain-%d ended", i, i-1)
+	}
+}
