@@ -34,7 +34,7 @@ type SQLiteOptions struct {
 const BusyTimeoutDefault = 10 * time.Second
 
 // SchemaVersion is the schema the store writes (PRAGMA user_version).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // SQLiteStore is the embedded Store: one SQLite file in WAL mode, shared
 // safely by many goroutines and many processes on one machine (not over a
@@ -92,8 +92,14 @@ CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, rid, no
 	WHERE state = 'queued' AND deps_pending = 0;
 CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_ns) WHERE name != '';
 CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_ns) WHERE state = 'running';
-CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished_ns) WHERE finished_ns > 0;
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+-- Finished jobs (finished_ns > 0 exactly when the state is terminal), with
+-- their state so that counts by state read this index alone.
+CREATE INDEX IF NOT EXISTS jobs_finished2 ON jobs(finished_ns, state) WHERE finished_ns > 0;
+-- Queued jobs still waiting for dependencies (only those; most have none).
+CREATE INDEX IF NOT EXISTS jobs_blocked ON jobs(deps_pending) WHERE state = 'queued' AND deps_pending > 0;
+-- There is no index on state alone: each one costs every claim and every
+-- finish two more page writes. The partial indexes above and jobs_ready and
+-- jobs_lease together cover every state.
 CREATE TABLE IF NOT EXISTS deps (
 	dep_rid INTEGER NOT NULL,
 	job_rid INTEGER NOT NULL,
@@ -218,6 +224,12 @@ func (s *SQLiteStore) migrate(ctx context.Context) error {
 	if v > SchemaVersion {
 		return fmt.Errorf("schema version %d is newer than this paddock (%d)", v, SchemaVersion)
 	}
+	if v > 0 && v < 3 {
+		// Version 3 replaced the index on state with partial ones.
+		if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS jobs_state; DROP INDEX IF EXISTS jobs_finished`); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, schema+scheduleSchema); err != nil {
 		return err
 	}
@@ -286,6 +298,12 @@ const (
 		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?)`
 	retryDepsSQL   = `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = ? AND j.state != 'succeeded'`
 	pruneInsertSQL = `INSERT INTO temp.prune ` + pruneSelectSQL
+	// countsSQL reads only indexes: jobs_ready and jobs_blocked hold every
+	// queued job, jobs_lease every running one, jobs_finished2 the rest.
+	countsSQL = `SELECT 'queued', (SELECT count(*) FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0) +
+			(SELECT count(*) FROM jobs INDEXED BY jobs_blocked WHERE state = 'queued' AND deps_pending > 0)
+		UNION ALL SELECT 'running', count(*) FROM jobs INDEXED BY jobs_lease WHERE state = 'running'
+		UNION ALL SELECT state, count(*) FROM jobs INDEXED BY jobs_finished2 WHERE finished_ns > 0 GROUP BY state`
 	pruneSelectSQL = `SELECT rid FROM jobs WHERE finished_ns > 0 AND finished_ns <= ?`
 )
 
@@ -1136,6 +1154,10 @@ func (s *SQLiteStore) JobList(ctx context.Context, p *JobListParams) ([]Job, err
 			args = append(args, string(st))
 		}
 		where = append(where, "state IN ("+strings.Join(ph, ",")+")")
+		if !slices.ContainsFunc(p.States, func(st JobState) bool { return !st.Finished() }) {
+			// Implied by a terminal state; lets the planner use jobs_finished2.
+			where = append(where, "finished_ns > 0")
+		}
 	}
 	if p.NameGlob != "" {
 		where = append(where, "name GLOB ?")
@@ -1194,7 +1216,7 @@ func (s *SQLiteStore) JobCounts(ctx context.Context) (map[JobState]int, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT state, count(*) FROM jobs GROUP BY state`)
+	rows, err := s.r.QueryContext(ctx, countsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("queue: counts: %w", err)
 	}
