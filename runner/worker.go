@@ -208,11 +208,17 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				wg.Add(1)
 				go func(j queue.Job) {
 					defer wg.Done()
+					// The claim pass ends once its job is scheduled:
+					// a record woken earlier would take this
+					// goroutine's place on the processor.
+					w.passDone(false)
 					w.runOne(hard, log, j, cancel, wakeLoop)
 				}(j)
 			}
+			if claimed == 0 {
+				w.passDone(false)
+			}
 		}
-		w.passDone(false)
 		if w.o.Drain && claimed == 0 && w.inflightCount() == 0 {
 			counts, err := w.o.Store.JobCounts(ctx)
 			if err == nil && counts[queue.StateQueued] == 0 && counts[queue.StateRunning] == 0 {
@@ -280,8 +286,9 @@ func (w *Worker) runningCount() int {
 }
 
 // passDone ends a pass of the claim loop: whoever waits for it (a job that
-// freed its slot and lets the claim go first) goes on. With last, the loop
-// claims no more and later waits return at once.
+// freed its slot and lets the claim go first) goes on. A pass ends when a
+// claim finds nothing, or when a job it claimed starts running. With last,
+// the loop claims no more and later waits return at once.
 func (w *Worker) passDone(last bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
