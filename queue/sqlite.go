@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -178,8 +179,8 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		st  **sql.Stmt
 		sql string
 	}{
-		{&s.stClaimSel, claimSQL},
-		{&s.stClaimUpd, `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid = ? RETURNING ` + jobCols},
+		{&s.stClaimSel, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
+		{&s.stClaimUpd, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
 		{&s.stJobIns1, insertJobsSQL(1)},
@@ -289,6 +290,9 @@ const (
 	closeAttemptSQL = `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`
 	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
 
+	// claimUpdSQL takes the lease of the jobs whose rid is in a subquery
+	// (claimSQL or claimIDsSQL): selecting and updating is one statement.
+	claimUpdSQL  = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid IN `
 	claimSQL     = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
 	claimIDsSQL  = `SELECT j.rid FROM json_each(?) AS w CROSS JOIN jobs AS j ON j.id = w.value WHERE j.state = 'queued' AND j.deps_pending = 0 AND j.not_before_ns <= ? ORDER BY j.priority DESC, j.created_ns, j.rid LIMIT ?`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
@@ -822,34 +826,33 @@ func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, e
 			if jerr != nil {
 				return fmt.Errorf("queue: claim: %w", jerr)
 			}
-			rows, err = tx.QueryContext(ctx, claimIDsSQL, string(ids), now, limit)
+			rows, err = tx.StmtContext(ctx, s.stClaimUpd).QueryContext(ctx, p.WorkerID, now+int64(lease), now, string(ids), now, limit)
 		} else {
-			rows, err = tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, now, limit)
+			rows, err = tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, p.WorkerID, now+int64(lease), now, now, limit)
 		}
 		if err != nil {
 			return fmt.Errorf("queue: claim: %w", err)
 		}
-		var rids []int64
+		var claimed []jobRow
 		for rows.Next() {
-			var rid int64
-			if err := rows.Scan(&rid); err != nil {
+			r, err := scanJob(rows)
+			if err != nil {
 				rows.Close()
 				return fmt.Errorf("queue: claim: %w", err)
 			}
-			rids = append(rids, rid)
+			claimed = append(claimed, r)
 		}
 		rows.Close()
-		if len(rids) == 0 {
-			return nil
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("queue: claim: %w", err)
 		}
-		upd := tx.StmtContext(ctx, s.stClaimUpd)
+		// RETURNING has no order: hand the jobs out in claim order.
+		slices.SortFunc(claimed, func(a, b jobRow) int {
+			return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.rid, b.rid))
+		})
 		ins := tx.StmtContext(ctx, s.stAttemptIns)
-		for _, rid := range rids {
-			r, err := scanJob(upd.QueryRowContext(ctx, p.WorkerID, now+int64(lease), now, rid))
-			if err != nil {
-				return fmt.Errorf("queue: claim: %w", err)
-			}
-			if _, err := ins.ExecContext(ctx, rid, r.AttemptCount, p.WorkerID, now); err != nil {
+		for _, r := range claimed {
+			if _, err := ins.ExecContext(ctx, r.rid, r.AttemptCount, p.WorkerID, now); err != nil {
 				return fmt.Errorf("queue: claim: %w", err)
 			}
 			out = append(out, r.Job)
