@@ -41,8 +41,9 @@ type InboxOptions struct {
 	// Check, when not nil, vets a parsed file before it is enqueued, with
 	// the name it was dropped under (paddock passes its check of the job's
 	// hook names against the config). An error refuses the file as a
-	// validation error would. Defaults to nil (no extra check).
-	Check func(file string, specs []Spec) error
+	// validation error would. source is the file's text (for KeyLines).
+	// Defaults to nil (no extra check).
+	Check func(file string, source []byte, specs []Spec) error
 }
 
 // InboxResult says what happened to one file.
@@ -84,7 +85,7 @@ type Inbox struct {
 	store                               Store
 	settle                              time.Duration
 	clock                               func() time.Time
-	check                               func(string, []Spec) error
+	check                               func(string, []byte, []Spec) error
 
 	mu   sync.Mutex
 	seen map[string]seenFile
@@ -246,7 +247,7 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 		specs, err = Parse(name, data, in.dir)
 	}
 	if err == nil && in.check != nil {
-		err = in.check(name, specs)
+		err = in.check(name, data, specs)
 	}
 	if err == nil {
 		var jobs []Job

@@ -155,7 +155,7 @@ func TestInboxCheck(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	var checked []string
 	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: time.Second, Clock: clock.Now,
-		Check: func(file string, specs []queue.Spec) error {
+		Check: func(file string, _ []byte, specs []queue.Spec) error {
 			checked = append(checked, file)
 			if len(specs[0].Hooks) > 0 {
 				return errors.New(file + ":1: hooks: unknown hook")

@@ -591,6 +591,10 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			}
 		}
 		if len(errs) > 0 {
+			at := KeyLines([]byte(p.Source))
+			for i := range errs {
+				errs[i].Line = at(errs[i].Line, errs[i].Key)
+			}
 			verr := &ValidationError{Errors: errs}
 			if inUse {
 				return fmt.Errorf("%w: %w", ErrNameInUse, verr)

@@ -343,8 +343,10 @@ func (c Config) validate() []string {
 // CheckHookNames refuses jobs that ask (in `hooks`) for a hook this config
 // does not define: the chain would deny them at every attempt, so submit,
 // run and the inbox refuse them up front. The error lists every such job
-// as "file:line: job "name": hooks: unknown hook ...", one per line.
-func (c Config) CheckHookNames(file string, specs []queue.Spec) error {
+// as "file:line: job "name": hooks: unknown hook ...", one per line; the
+// line is that of the job's (or [defaults]') hooks key when source, the
+// file's text, lets queue.KeyLines place it, else the job's first line.
+func (c Config) CheckHookNames(file string, source []byte, specs []queue.Spec) error {
 	known := map[string]bool{}
 	var names []string
 	for _, h := range c.Hooks {
@@ -356,10 +358,14 @@ func (c Config) CheckHookNames(file string, specs []queue.Spec) error {
 		configured = "configured: " + strings.Join(names, ", ")
 	}
 	var problems []string
+	var at func(int, string) int
 	for _, sp := range specs {
 		for _, h := range sp.Hooks {
 			if !known[h] {
-				problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", file, sp.Line, sp.Name, h, configured))
+				if at == nil {
+					at = queue.KeyLines(source)
+				}
+				problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", file, at(sp.Line, "hooks"), sp.Name, h, configured))
 			}
 		}
 	}

@@ -157,7 +157,7 @@ func enqueueError(path string, err error, earlier []string) error {
 func checkHookNames(cfg runner.Config, files []parsedFile) error {
 	var problems []string
 	for _, f := range files {
-		if err := cfg.CheckHookNames(f.path, f.specs); err != nil {
+		if err := cfg.CheckHookNames(f.path, f.data, f.specs); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
