@@ -164,6 +164,12 @@ func TestNewPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, real, p.Workspace(), "symlinks resolved")
 	require.Equal(t, real, p.Cwd(), "cwd defaults to the workspace")
+	p, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: filepath.Join(root, "link"), Cwd: filepath.Join(root, "link"), Network: true})
+	require.NoError(t, err)
+	require.Equal(t, real, p.Cwd(), "a cwd given as the workspace is the canonical workspace")
+	p, err = NewPolicy(PolicyParams{Mode: ModeDangerFullAccess, Network: true})
+	require.NoError(t, err)
+	require.Empty(t, p.Cwd(), "no workspace and no cwd: the caller's own")
 
 	t.Run("relative", func(t *testing.T) {
 		wd, err := os.Getwd()

@@ -121,21 +121,22 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		}
 	}
 	cwd := p.Cwd
-	if cwd == "" {
-		cwd = out.workspace
+	if cwd == "" || cwd == p.Workspace {
+		// The workspace itself (the usual case), canonical and checked
+		// above: resolving it again would walk its path a second time.
+		out.cwd = out.workspace
+		return out, nil
 	}
-	if cwd != "" {
-		c, err := canonicalDir("cwd", cwd)
-		if err != nil {
+	c, err := canonicalDir("cwd", cwd)
+	if err != nil {
+		return Policy{}, err
+	}
+	if p.Mode.Confined() {
+		if err := out.visible(c); err != nil {
 			return Policy{}, err
 		}
-		if p.Mode.Confined() {
-			if err := out.visible(c); err != nil {
-				return Policy{}, err
-			}
-		}
-		out.cwd = c
 	}
+	out.cwd = c
 	return out, nil
 }
 
