@@ -57,7 +57,11 @@ type options struct {
 	scenarios  string
 	jsonOut    bool
 	cpuProfile string
-	keep       bool
+	// workerProfile, when not "", is a path prefix: each throughput run's
+	// paddock worker writes its own CPU profile, start-up included, to
+	// PREFIX.c<concurrency>.r<run>.pprof (the worker's hidden --cpuprofile).
+	workerProfile string
+	keep          bool
 }
 
 func main() {
@@ -70,6 +74,7 @@ func main() {
 	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory", "comma-separated scenarios to run")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an in-process worker running the throughput batch (concurrency 2) to this file, and nothing else")
+	flag.StringVar(&o.workerProfile, "worker-cpuprofile", "", "path prefix: each throughput run's paddock worker writes a CPU profile of its whole run (start-up included) to PREFIX.c<concurrency>.r<run>.pprof; the figures are measured as usual")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	flag.Parse()
 	if err := run(o); err != nil {

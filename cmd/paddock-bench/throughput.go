@@ -119,7 +119,7 @@ func trivialBatch(path, ws string, n int) error {
 // concurrency conc; wall seconds from submit to the worker's exit, and the
 // worker's peak RSS. The compilation cache is warmed first (a worker
 // restart, not a first install: scenario 4 measures compilation).
-func (b *bench) throughputPaddock(ctx context.Context, conc int) (wall, rssMiB float64, err error) {
+func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rssMiB float64, err error) {
 	in, err := b.newInstall("tp-paddock", b.throughputConfig())
 	if err != nil {
 		return 0, 0, err
@@ -143,7 +143,11 @@ func (b *bench) throughputPaddock(ctx context.Context, conc int) (wall, rssMiB f
 	if err := in.run(ctx, "submit", jobs); err != nil {
 		return 0, 0, err
 	}
-	w := in.cmd(ctx, "worker", "--drain", "--concurrency", strconv.Itoa(conc), "--log-level", "warn")
+	args := []string{"worker", "--drain", "--concurrency", strconv.Itoa(conc), "--log-level", "warn"}
+	if b.o.workerProfile != "" {
+		args = append(args, "--cpuprofile", fmt.Sprintf("%s.c%d.r%d.pprof", b.o.workerProfile, conc, run+1))
+	}
+	w := in.cmd(ctx, args...)
 	var errb bytes.Buffer
 	w.Stderr = &errb
 	rssMiB, err = runSampled(w)
@@ -298,7 +302,7 @@ func (b *bench) throughput(ctx context.Context) error {
 				}
 				samples[t] = append(samples[t], s)
 			}
-			s, m, err := b.throughputPaddock(ctx, conc)
+			s, m, err := b.throughputPaddock(ctx, conc, r)
 			if err != nil {
 				return err
 			}
