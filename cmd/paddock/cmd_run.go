@@ -76,7 +76,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return enqueueError(files[0].path, err, nil)
 	}
 	id := jobs[0].ID
-	fmt.Fprintf(os.Stderr, "paddock: job %s\n", id)
+	note := func(event, text string, attempt int) {
+		if gopts.JSON {
+			_ = writeJSON(os.Stderr, runProgress{MessageType: "run_progress", Event: event, JobID: id, Attempt: attempt, Message: text})
+			return
+		}
+		fmt.Fprintf(os.Stderr, "paddock: %s\n", text)
+	}
+	note("enqueued", "job "+id, 0)
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d:run", host, os.Getpid())
 	lease := a.cfg.Lease.Duration
@@ -106,7 +113,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 			if j.State == queue.StateRunning {
 				// A worker sharing this state directory claimed it first
 				// (a retry, usually). It runs there; follow it to the end.
-				fmt.Fprintf(os.Stderr, "paddock: attempt %d is running on worker %s; its output is in `paddock logs %s`\n", j.AttemptCount, j.LeaseOwner, id)
+				note("following", fmt.Sprintf("attempt %d is running on worker %s; its output is in `paddock logs %s`", j.AttemptCount, j.LeaseOwner, id), j.AttemptCount)
 				final, err := followToFinal(ctx, a, id)
 				if err != nil {
 					return err
@@ -117,7 +124,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 			if wait < 100*time.Millisecond {
 				wait = 100 * time.Millisecond
 			}
-			fmt.Fprintf(os.Stderr, "paddock: waiting %s before the next attempt (%s)\n", wait.Round(time.Millisecond), j.Reason)
+			note("backoff", fmt.Sprintf("waiting %s before the next attempt (%s)", wait.Round(time.Millisecond), j.Reason), j.AttemptCount)
 			select {
 			case <-cancel:
 				if _, err := a.store.JobCancel(context.Background(), id); err != nil {
@@ -145,7 +152,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 						select {
 						case <-cancel:
 						default:
-							fmt.Fprintf(os.Stderr, "paddock: cancel requested; stopping the job\n")
+							note("cancel_requested", "cancel requested; stopping the job", attempt)
 							stop()
 						}
 					}
@@ -162,8 +169,21 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		if isFinal(rec.State) {
 			return runExit(rec)
 		}
-		fmt.Fprintf(os.Stderr, "paddock: attempt %d %s: %s\n", attempt, att.Outcome, att.Reason)
+		note("attempt_finished", fmt.Sprintf("attempt %d %s: %s", attempt, att.Outcome, att.Reason), attempt)
 	}
+}
+
+// runProgress is what `paddock run --json` prints on stderr while the job
+// is on its way (the job's own output keeps stdout and stderr).
+type runProgress struct {
+	MessageType string `json:"message_type"` // "run_progress"
+	// Event is enqueued, following (another worker runs the attempt),
+	// backoff (waiting before a retry), cancel_requested or
+	// attempt_finished (one that will be retried).
+	Event   string `json:"event"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt,omitempty"`
+	Message string `json:"message"` // the text printed without --json
 }
 
 // followToFinal polls the job until it is final. Ctrl-C asks for a cancel

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -309,6 +310,28 @@ command = "echo attempt $PADDOCK_ATTEMPT; exit 1"
 		out, _, code := b.Run("logs", "--attempt", strconv.Itoa(n), "flaky")
 		require.Equal(t, 0, code)
 		require.Equal(t, fmt.Sprintf("attempt %d\n", n), out)
+	}
+
+	// With --json, paddock's own lines on stderr are run_progress objects
+	// (the job writes nothing to stderr here).
+	_, errOut, code = b.Run("--json", "run", job)
+	require.Equal(t, 1, code, errOut)
+	var events []string
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "stderr line %q", line)
+		if m["message_type"] == "exit_error" {
+			continue
+		}
+		require.Equal(t, "run_progress", m["message_type"], line)
+		require.NotEmpty(t, m["job_id"])
+		events = append(events, m["event"].(string))
+	}
+	// A backoff event shows when the retry's claim comes before its 10 ms.
+	require.Equal(t, "enqueued", events[0], events)
+	require.Contains(t, events, "attempt_finished")
+	for _, e := range events[1:] {
+		require.Contains(t, []string{"attempt_finished", "backoff"}, e)
 	}
 }
 
