@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,8 @@ type SQLiteStore struct {
 	closed atomic.Bool
 
 	stClaimSel, stClaimUpd, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
+	bigMu                                                     sync.Mutex
+	stJobInsBig                                               *sql.Stmt            // prepared on first use (jobInsBig)
 	stmts                                                     map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
 }
 
@@ -245,7 +248,10 @@ func (s *SQLiteStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns, s.stJobIns1} {
+	s.bigMu.Lock()
+	big := s.stJobInsBig
+	s.bigMu.Unlock()
+	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
 		if st != nil {
 			st.Close()
 		}
@@ -513,6 +519,13 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			batchIdx[sp.Name] = i
 		}
 	}
+	var bigIns *sql.Stmt
+	if len(p.Specs) >= insertChunkBig {
+		// Prepared before the transaction takes the only write connection.
+		if bigIns, err = s.jobInsBig(ctx); err != nil {
+			return nil, fmt.Errorf("queue: enqueue: %w", err)
+		}
+	}
 	jobs := make([]Job, len(p.Specs))
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		if len(scheduled.Specs) > 0 {
@@ -618,7 +631,7 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			ids[i] = NewID(ts(now))
 			rids[i] = base + 1 + int64(i)
 		}
-		args := make([]any, 0, insertChunk*insertCols)
+		args := make([]any, 0, len(p.Specs)*insertCols)
 		for i, sp := range p.Specs {
 			pending := len(inDeps[i])
 			var dep []string
@@ -634,21 +647,26 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 			args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
 			jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
 				MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
-			if n := len(args) / insertCols; n == insertChunk || i == len(p.Specs)-1 {
-				var err error
-				switch n {
-				case insertChunk:
-					_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args...)
-				case 1:
-					_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, args...)
-				default:
-					_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
-				}
-				if err != nil {
-					return fmt.Errorf("queue: enqueue: %w", err)
-				}
-				args = args[:0]
+		}
+		for len(args) > 0 {
+			n := len(args) / insertCols
+			var err error
+			switch {
+			case n >= insertChunkBig:
+				n = insertChunkBig
+				_, err = tx.StmtContext(ctx, bigIns).ExecContext(ctx, args[:n*insertCols]...)
+			case n >= insertChunk:
+				n = insertChunk
+				_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args[:n*insertCols]...)
+			case n == 1:
+				_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, args...)
+			default:
+				_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
 			}
+			if err != nil {
+				return fmt.Errorf("queue: enqueue: %w", err)
+			}
+			args = args[n*insertCols:]
 		}
 		var badDeps []ext
 		for i := range p.Specs {
@@ -718,10 +736,33 @@ func encodeSpecs(specs []Spec) ([][]byte, error) {
 	return out, err
 }
 
+// Rows per INSERT statement. Each statement of a multi-row INSERT keeps a
+// statement journal of the pages it changes that existed before it; with
+// 1,024 rows per statement instead of 64, that copying all but disappears
+// (a 10,000-job enqueue spent 13% of its CPU there). The big statement is
+// prepared on first use: preparing its 12,288 parameters costs every
+// process that opens the store otherwise.
 const (
-	insertChunk = 64 // rows per INSERT statement
-	insertCols  = 12
+	insertChunkBig = 1024
+	insertChunk    = 64
+	insertCols     = 12
 )
+
+// jobInsBig returns the prepared 1,024-row INSERT, preparing it on first
+// use. Safe for concurrent use; never call it inside a write transaction
+// (the writer pool has one connection, which the transaction holds).
+func (s *SQLiteStore) jobInsBig(ctx context.Context) (*sql.Stmt, error) {
+	s.bigMu.Lock()
+	defer s.bigMu.Unlock()
+	if s.stJobInsBig == nil {
+		st, err := s.w.PrepareContext(ctx, insertJobsSQL(insertChunkBig))
+		if err != nil {
+			return nil, err
+		}
+		s.stJobInsBig = st
+	}
+	return s.stJobInsBig, nil
+}
 
 func insertJobsSQL(rows int) string {
 	var b strings.Builder
