@@ -982,8 +982,18 @@ func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams)
 		if err := s.setState(ctx, tx, r, next, reason, notBefore, now); err != nil {
 			return err
 		}
-		out, err = s.reload(ctx, tx, r.rid)
-		return err
+		// The row is what setStateSQL made of it: no need to read it back
+		// (and decode its spec) again; only the attempts are loaded.
+		r.State, r.Reason, r.NotBefore, r.UpdatedAt = next, reason, ts(notBefore), ts(now)
+		if next.Finished() {
+			r.FinishedAt = ts(now)
+		}
+		r.LeaseOwner, r.LeaseExpiresAt, r.CancelRequested = "", time.Time{}, false
+		if err := s.fill(ctx, tx, &r, true, false); err != nil {
+			return err
+		}
+		out = r.Job
+		return nil
 	})
 	return out, err
 }

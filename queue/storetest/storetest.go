@@ -615,7 +615,18 @@ func (b *testBundle) claimFinish(t *testing.T, name string, a queue.Attempt) que
 	require.Equal(t, []string{name}, names(got))
 	j, err := b.st.AttemptFinish(b.ctx, &queue.AttemptFinishParams{JobID: got[0].ID, WorkerID: "w", Attempt: a})
 	require.NoError(t, err)
+	b.requireStored(t, j)
 	return j
+}
+
+// requireStored checks that a job returned by a write is the job the store
+// now holds (Source aside: only JobGet fills it).
+func (b *testBundle) requireStored(t *testing.T, j queue.Job) {
+	t.Helper()
+	stored, err := b.st.JobGet(b.ctx, j.ID)
+	require.NoError(t, err)
+	stored.Source = j.Source
+	require.Equal(t, stored, j)
 }
 
 // runOnce claims one job and finishes it with outcome.
@@ -626,6 +637,7 @@ func (b *testBundle) runOnce(t *testing.T, worker, outcome string) queue.Job {
 	require.Len(t, got, 1)
 	j, err := b.st.AttemptFinish(b.ctx, &queue.AttemptFinishParams{JobID: got[0].ID, WorkerID: worker, Attempt: queue.Attempt{Outcome: outcome}})
 	require.NoError(t, err)
+	b.requireStored(t, j)
 	return j
 }
 
