@@ -99,3 +99,30 @@ func BenchmarkCompile(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkStart measures what a worker start spends on the tighten hook
+// with a warm on-disk cache: NewChain, then the first decision (which
+// instantiates the reactor and runs _initialize), then Close. It reports
+// the process's CPU time per start besides the wall time.
+func BenchmarkStart(b *testing.B) {
+	path := wasmPath(b, "tighten")
+	ctx := context.Background()
+	dir := b.TempDir()
+	o := ChainOptions{CacheDir: dir, Hooks: []Config{{Name: "t", Path: path}}}
+	c, err := NewChain(ctx, o)
+	require.NoError(b, err)
+	require.NoError(b, c.Close(ctx))
+	p := DecideParams{Job: benchJob()}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := NewChain(ctx, o)
+		require.NoError(b, err)
+		res, err := c.Decide(ctx, p)
+		require.NoError(b, err)
+		require.Empty(b, res.Trail[0].Error)
+		require.NoError(b, c.Close(ctx))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(b.N), "cpu-ms/op")
+}

@@ -411,9 +411,16 @@ type linearMemory struct {
 	init bool
 }
 
-// Reallocate implements experimental.LinearMemory. Growth doubles the
-// capacity (up to the limit) so a module growing page by page is not
-// copied quadratically; memory never shrinks, so spare capacity is zero.
+// Reallocate implements experimental.LinearMemory. The first allocation
+// has room for twice the initial size and growth doubles the capacity (up
+// to the limit): a Go-built module starts at about 2 MiB and grows a few
+// pages during _initialize, and copying its memory into a new buffer then
+// cost half of a new instance's CPU time (25 -> 11 ms for tighten). A
+// module growing page by page is not copied quadratically. Memory never
+// shrinks, so spare capacity is zero. (wazero's
+// RuntimeConfig.WithMemoryCapacityFromMax only changes the capacity hint
+// passed to Allocate, which is ignored here; reserving the whole limit up
+// front would commit it all when Go recycles a freed buffer and zeroes it.)
 func (m *linearMemory) Reallocate(size uint64) []byte {
 	if size > m.l.limitBytes && m.init {
 		m.l.hit.Store(true)
@@ -424,7 +431,7 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 		m.buf = m.buf[:size]
 		return m.buf
 	}
-	newCap := max(size, min(2*uint64(cap(m.buf)), m.l.limitBytes))
+	newCap := max(size, min(2*max(uint64(cap(m.buf)), size), m.l.limitBytes))
 	nb := make([]byte, size, newCap)
 	copy(nb, m.buf)
 	m.buf = nb
