@@ -7,6 +7,8 @@ HOOKS_DIR := $(BIN)/hooks
 
 # Example hooks (examples/hooks/<name>/): command-ABI modules are plain
 # wasip1 programs; reactor-ABI modules are built with -buildmode=c-shared.
+# -trimpath makes a module, and so the sha256 a config may pin, the same in
+# every checkout.
 COMMAND_HOOKS := denylist minimal
 REACTOR_HOOKS := tighten minimal-reactor
 
@@ -21,11 +23,11 @@ hooks: $(addprefix $(HOOKS_DIR)/,$(addsuffix .wasm,$(COMMAND_HOOKS) $(REACTOR_HO
 
 $(addprefix $(HOOKS_DIR)/,$(addsuffix .wasm,$(COMMAND_HOOKS))): $(HOOKS_DIR)/%.wasm: FORCE
 	@mkdir -p $(HOOKS_DIR)
-	GOOS=wasip1 GOARCH=wasm $(GO) build -o $@ ./examples/hooks/$*
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./examples/hooks/$*
 
 $(addprefix $(HOOKS_DIR)/,$(addsuffix .wasm,$(REACTOR_HOOKS))): $(HOOKS_DIR)/%.wasm: FORCE
 	@mkdir -p $(HOOKS_DIR)
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ ./examples/hooks/$*
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o $@ ./examples/hooks/$*
 
 FORCE:
 
