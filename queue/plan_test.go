@@ -117,9 +117,6 @@ func TestMigrateFromV2(t *testing.T) {
 // each), so the figure is the deterministic half of the claim benchmark:
 // it was 6.4 per claim and 5.2 per finish with the old index on state.
 func TestPagesWrittenPerOperation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fills 100,000 jobs")
-	}
 	t.Parallel()
 	ctx := context.Background()
 	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), SQLiteOptions{})
