@@ -54,10 +54,10 @@ type SQLiteStore struct {
 	rand   func() float64
 	closed atomic.Bool
 
-	stClaimSel, stClaimUpd, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
-	bigMu                                                     sync.Mutex
-	stJobInsBig                                               *sql.Stmt            // prepared on first use (jobInsBig)
-	stmts                                                     map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
+	stClaimReady, stClaimIDs, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
+	bigMu                                                       sync.Mutex
+	stJobInsBig                                                 *sql.Stmt            // prepared on first use (jobInsBig)
+	stmts                                                       map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
 }
 
 var _ Store = (*SQLiteStore)(nil)
@@ -182,8 +182,8 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		st  **sql.Stmt
 		sql string
 	}{
-		{&s.stClaimSel, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
-		{&s.stClaimUpd, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
+		{&s.stClaimReady, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
+		{&s.stClaimIDs, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
 		{&s.stJobIns1, insertJobsSQL(1)},
@@ -251,7 +251,7 @@ func (s *SQLiteStore) Close() error {
 	s.bigMu.Lock()
 	big := s.stJobInsBig
 	s.bigMu.Unlock()
-	for _, st := range []*sql.Stmt{s.stClaimSel, s.stClaimUpd, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
+	for _, st := range []*sql.Stmt{s.stClaimReady, s.stClaimIDs, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
 		if st != nil {
 			st.Close()
 		}
@@ -871,9 +871,9 @@ func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, e
 			if jerr != nil {
 				return fmt.Errorf("queue: claim: %w", jerr)
 			}
-			rows, err = tx.StmtContext(ctx, s.stClaimUpd).QueryContext(ctx, p.WorkerID, now+int64(lease), now, string(ids), now, limit)
+			rows, err = tx.StmtContext(ctx, s.stClaimIDs).QueryContext(ctx, p.WorkerID, now+int64(lease), now, string(ids), now, limit)
 		} else {
-			rows, err = tx.StmtContext(ctx, s.stClaimSel).QueryContext(ctx, p.WorkerID, now+int64(lease), now, now, limit)
+			rows, err = tx.StmtContext(ctx, s.stClaimReady).QueryContext(ctx, p.WorkerID, now+int64(lease), now, now, limit)
 		}
 		if err != nil {
 			return fmt.Errorf("queue: claim: %w", err)
