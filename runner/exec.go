@@ -81,7 +81,8 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
 	// cannot show, say) never reaches the hooks: it is the job's fault, not
 	// a policy decision, and the hooks would only see an error.
-	if _, _, err := confine(hj); err != nil {
+	fence := FenceFor(e.StateDir, e.Config)
+	if _, _, err := fence.confine(hj); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
 	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
@@ -96,7 +97,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	final := res.Job
 
-	policy, argv, err := confine(final)
+	policy, argv, err := fence.confine(final)
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
@@ -225,30 +226,82 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 	}
 }
 
+// Fence is what paddock keeps out of every job's reach, whatever its
+// workspace and writable roots: the state directory (the queue, which a
+// job could otherwise rewrite to have another job run unconfined; the
+// probe and compilation caches; logs) and the config and hook module
+// files. It is built by [FenceFor]; the zero value protects nothing.
+type Fence struct {
+	stateDir  string   // canonical; "" = none
+	protected []string // for sandbox.PolicyParams.Protected
+}
+
+// FenceFor returns the fence of a worker with this state directory and
+// config: those paths stay read-only inside the sandbox even under a
+// writable workspace (such as the user's home), and a workspace or writable
+// root inside the state directory is refused unless it is under
+// <state>/workspaces/.
+func FenceFor(stateDir string, cfg Config) Fence {
+	f := Fence{}
+	if stateDir != "" {
+		f.protected = append(f.protected, stateDir)
+		if c, err := filepath.EvalSymlinks(stateDir); err == nil {
+			f.stateDir, _ = filepath.Abs(c)
+		}
+	}
+	if cfg.Path != "" {
+		f.protected = append(f.protected, cfg.Path)
+	}
+	for _, h := range cfg.Hooks {
+		if h.Path != "" {
+			f.protected = append(f.protected, h.Path)
+		}
+	}
+	return f
+}
+
 // SandboxInfo computes the request's sandbox section for a job as it
-// stands: the confined argv it would run with now. It is the chain's
-// [hooks.ChainOptions.Sandbox] callback.
-func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
+// stands, with no [Fence]: the confined argv it would run with now. Use
+// [Fence.SandboxInfo] for a worker's chain.
+func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) { return Fence{}.SandboxInfo(j) }
+
+// SandboxInfo computes the request's sandbox section for a job as it
+// stands: the confined argv it would run with now, fence included. It is
+// the chain's [hooks.ChainOptions.Sandbox] callback.
+func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	d := sandbox.Discovered()
 	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
-	_, argv, err := confine(j)
+	_, argv, err := f.confine(j)
 	info.Argv = argv
 	return info, err
 }
 
 // confine builds the sandbox policy of a job as hooks see it and the argv
 // it would run with (the memoized probe's bwrap and grade).
-func confine(j hooks.Job) (sandbox.Policy, []string, error) {
+func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
 	mode, err := sandbox.ParseMode(j.Mode)
 	if err != nil {
 		return sandbox.Policy{}, nil, err
 	}
-	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
+	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable, Protected: f.protected})
 	if err != nil {
 		return pol, nil, err
 	}
+	if f.stateDir != "" && mode == sandbox.ModeWorkspaceWrite {
+		workspaces := filepath.Join(f.stateDir, "workspaces")
+		for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
+			if inside(w, f.stateDir) && !(inside(w, workspaces) && w != workspaces) {
+				return pol, nil, fmt.Errorf("runner: %s is inside paddock's state directory %s: a job may only write its own workspace under %s", w, f.stateDir, workspaces)
+			}
+		}
+	}
 	argv, err := sandbox.Confine(j.Argv, pol)
 	return pol, argv, err
+}
+
+// inside reports whether path is dir or below it (both clean and absolute).
+func inside(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/") || dir == "/"
 }
 
 // environ is the job's environment: the passthrough list from the worker,

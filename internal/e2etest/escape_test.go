@@ -191,3 +191,42 @@ func tomlArray(ss ...string) string {
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }
+
+// TestE2EStateDirOutOfReach: a workspace that contains paddock's state
+// directory and config (the user's home, say) stays writable, but the
+// queue, the caches and the config inside it stay read-only: otherwise a
+// job could rewrite the queue and have another job run unconfined. A
+// workspace inside the state directory (other than under workspaces/) is
+// refused before anything runs.
+func TestE2EStateDirOutOfReach(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	_, _, code := b.Run("probe") // creates the state directory and its cache
+	require.Equal(t, 0, code)
+	cfgBefore, err := os.ReadFile(b.Config)
+	require.NoError(t, err)
+	job := b.WriteJob("reach.toml", fmt.Sprintf(`
+name = "reach"
+mode = "workspace_write"
+workspace = %q
+command = '''echo x > ok; for f in state/* state/cache/*; do [ -f "$f" ] && { echo x >> "$f" && echo "ESCAPED-$f"; }; done; touch state/pwned && echo ESCAPED-state; echo x >> config.toml && echo ESCAPED-config; true'''
+`, b.Dir))
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "ESCAPED", "a job wrote paddock's state or config")
+	require.FileExists(t, filepath.Join(b.Dir, "ok"), "the rest of the workspace stays writable")
+	require.NoFileExists(t, filepath.Join(b.State, "pwned"))
+	cfgAfter, err := os.ReadFile(b.Config)
+	require.NoError(t, err)
+	require.Equal(t, cfgBefore, cfgAfter)
+
+	for _, ws := range []string{b.State, filepath.Join(b.State, "cache"), filepath.Join(b.State, "workspaces")} {
+		require.NoError(t, os.MkdirAll(ws, 0o700))
+		job := b.WriteJob("inside.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo x > pwned\"\n", ws))
+		_, errOut, code := b.Run("run", job)
+		require.Equal(t, 125, code, "runner_failed: %s", errOut)
+		require.Contains(t, errOut, "inside paddock's state directory")
+		require.NoFileExists(t, filepath.Join(ws, "pwned"))
+	}
+}
