@@ -68,8 +68,9 @@ type ProbeCachedParams struct {
 //     $PADDOCK_FORCE_GRADE;
 //   - the report is usable and consistent with that key: the same
 //     executable, a grade the cap allows, the setuid bit and root as they
-//     are now, and --disable-userns exactly when the cached version and
-//     the setuid bit call for it.
+//     are now, the version `bwrap --version` gives now (run for the key,
+//     never taken from the file), and --disable-userns exactly when that
+//     version and the setuid bit call for it.
 //
 // A cached report is never more than what a fresh probe found with the
 // same key. What the key cannot see (an AppArmor or seccomp policy loaded
@@ -150,6 +151,9 @@ type probeKey struct {
 	Namespaces map[string]string `json:"namespaces"`
 	Sysctls    map[string]string `json:"sysctls"`
 	MaxGrade   Grade             `json:"max_grade"`
+	// Version is what `bwrap --version` says now: the cached report's own
+	// version field is never trusted (it decides --disable-userns).
+	Version string `json:"version"`
 }
 
 // keySysctls are the sysctls that decide whether unprivileged user, mount,
@@ -180,6 +184,13 @@ func hostProbeKey(exe string, maxGrade Grade) (probeKey, error) {
 	k.Dev, k.Ino, k.Size, k.Mode = uint64(st.Dev), st.Ino, st.Size, st.Mode
 	k.MtimeNS = st.Mtim.Sec*1e9 + st.Mtim.Nsec
 	k.CtimeNS = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+	vctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	vout, err := exec.CommandContext(vctx, exe, "--version").Output()
+	if err != nil {
+		return k, err
+	}
+	k.Version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(vout)), "bubblewrap"))
 	for _, f := range []struct {
 		dst  *string
 		path string
@@ -290,7 +301,8 @@ func readProbeCache(path string, key []byte, maxAge time.Duration, maxGrade Grad
 		r.Executable != k.Executable,
 		r.Setuid != setuid,
 		r.Root != (k.EUID == 0),
-		r.DisableUserns != (versionAtLeast(r.Version, 0, 8) && !setuid):
+		r.Version != k.Version,
+		r.DisableUserns != (versionAtLeast(k.Version, 0, 8) && !setuid):
 		return ProbeReport{}, false
 	}
 	r.Cached = true

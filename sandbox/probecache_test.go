@@ -20,7 +20,8 @@ func countingBwrap(t *testing.T, real string) (exe, counter string) {
 	dir := t.TempDir()
 	exe = filepath.Join(dir, "bwrap")
 	counter = filepath.Join(dir, "runs")
-	script := "#!/bin/sh\necho run >> '" + counter + "'\nexec '" + real + "' \"$@\"\n"
+	// bwrap --version (run for every cache key) builds no sandbox: not counted.
+	script := "#!/bin/sh\n[ \"$1\" = --version ] || echo run >> '" + counter + "'\nexec '" + real + "' \"$@\"\n"
 	require.NoError(t, os.WriteFile(exe, []byte(script), 0o755))
 	return exe, counter
 }
@@ -170,6 +171,16 @@ func TestProbeCache(t *testing.T) {
 			"userns not disabled":   func(m map[string]any) { m["report"].(map[string]any)["disable_userns"] = false },
 			"setuid not as on disk": func(m map[string]any) { m["report"].(map[string]any)["setuid"] = true },
 			"error recorded":        func(m map[string]any) { m["report"].(map[string]any)["error"] = "x" },
+			// A report that says bwrap is too old for --disable-userns.
+			"older version claimed": func(m map[string]any) {
+				m["report"].(map[string]any)["version"] = "0.7.0"
+				m["report"].(map[string]any)["disable_userns"] = false
+			},
+			"older version in key and report": func(m map[string]any) {
+				m["key"].(map[string]any)["version"] = "0.7.0"
+				m["report"].(map[string]any)["version"] = "0.7.0"
+				m["report"].(map[string]any)["disable_userns"] = false
+			},
 		}
 		for name, edit := range cases {
 			t.Run(name, func(t *testing.T) {
