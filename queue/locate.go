@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 )
@@ -102,7 +103,7 @@ func locateKeys(data []byte, keys bool) keyLines {
 // The scan costs about as much as parsing, so callers run it only once
 // they have an error to report.
 func KeyLines(source []byte) func(jobLine int, key string) int {
-	kl := locateKeys(source, true)
+	kl := locateKeys(bytes.TrimPrefix(source, utf8BOM), true)
 	byLine := map[int]string{}
 	for path, l := range kl {
 		if rest, ok := strings.CutPrefix(path, "job."); ok && !strings.Contains(rest, ".") {

@@ -227,3 +227,15 @@ func TestStoreErrorsPointAtKeys(t *testing.T) {
 	require.Equal(t, 7, queue.KeyLines([]byte("bench"))(7, "after"))
 	require.Equal(t, 0, queue.KeyLines(nil)(0, "hooks"))
 }
+
+// TestParseByteOrderMark: a UTF-8 byte-order mark, as some editors write,
+// is dropped; lines stay where they were.
+func TestParseByteOrderMark(t *testing.T) {
+	t.Parallel()
+	specs, err := queue.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncommand = \"true\"\n"), "/srv")
+	require.NoError(t, err)
+	require.Equal(t, "bom", specs[0].Name)
+	_, err = queue.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncomand = \"true\"\n"), "/srv")
+	require.ErrorContains(t, err, "bom.toml:2:")
+	require.Equal(t, 1, queue.KeyLines([]byte("\xef\xbb\xbfafter = [\"x\"]\ncommand = \"true\"\n"))(1, "after"))
+}

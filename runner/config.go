@@ -194,6 +194,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	var problems []string
+	data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF}) // a UTF-8 byte-order mark, as editors write
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		var de *toml.DecodeError

@@ -93,6 +93,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"hook bad on_error", "[[hook]]\nname = \"h\"\npath = \"x\"\non_error = \"shrug\"\n", []string{"on_error"}},
 		{"unknown hook key", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widden = true\n", []string{":4: unknown key \"hook.may_widden\" (did you mean \"may_widen\"?)"}},
 		{"syntax", "concurrency = = 1\n", []string{":1:"}},
+		{"byte-order mark kept lines", "\xef\xbb\xbfconcurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
