@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -324,11 +325,17 @@ func runConfined(ctx context.Context, timeout time.Duration, argv []string) (run
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
 	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		return runResult{}, fmt.Errorf("starting bwrap: %w", err)
 	}
 	pw.Close()
+	// A setuid bwrap that fails leaves its forked half blocked on a setup
+	// eventfd forever, orphaned (seen with bwrap 0.8.0 run by a user whose
+	// namespaces it cannot make). It has not reached its own session yet:
+	// whatever is left in the process group once bwrap exits is killed.
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
 	type read struct {
 		st  Status
 		err error
