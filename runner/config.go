@@ -220,6 +220,11 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 			}
 			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, line, msg)
 		default:
+			// A TextUnmarshaler's error on a non-string value (lease = 5)
+			// comes without a position: find the key by its value's type.
+			if where := misTyped(data); where != "" {
+				return c, fmt.Errorf("%w: %s:%s", ErrConfig, path, where)
+			}
 			return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
 		}
 	}
@@ -396,7 +401,68 @@ func (c Config) HookConfigs() []hooks.Config {
 	return out
 }
 
-var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field )?\S+ of type (\S+)$`)
+// misTyped finds the first duration key whose value is not a string, or a
+// hook memory that is neither an integer nor a string, and returns
+// "LINE: KEY: expected ..., got a TOML TYPE"; "" when there is none.
+func misTyped(data []byte) string {
+	var m map[string]any
+	if toml.Unmarshal(data, &m) != nil {
+		return ""
+	}
+	durations := []string{"default_timeout", "retention", "lease", "kill_grace", "shutdown_grace"}
+	check := func(table map[string]any, key, dotted string, ok func(any) bool, want string) string {
+		v, present := table[key]
+		if !present || ok(v) {
+			return ""
+		}
+		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, tomlType(v))
+	}
+	isString := func(v any) bool { _, ok := v.(string); return ok }
+	isSize := func(v any) bool {
+		switch v.(type) {
+		case string, int64:
+			return true
+		}
+		return false
+	}
+	for _, k := range durations {
+		if w := check(m, k, k, isString, `a duration string such as "30s"`); w != "" {
+			return w
+		}
+	}
+	hooks, _ := m["hook"].([]any)
+	for _, h := range hooks {
+		t, _ := h.(map[string]any)
+		if w := check(t, "timeout", "hook.timeout", isString, `a duration string such as "30s"`); w != "" {
+			return w
+		}
+		if w := check(t, "memory", "hook.memory", isSize, `a size (bytes, or a string such as "64MiB")`); w != "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// tomlType names a decoded TOML value's type for messages.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "table"
+	}
+	return "date/time"
+}
+
+var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field )?\S+ of type (.+)$`)
 
 // friendlyTypeError rewrites the decoder's type-mismatch message, which
 // names Go types ("into struct field runner.Config.Concurrency of type

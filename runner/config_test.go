@@ -93,6 +93,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"hook bad on_error", "[[hook]]\nname = \"h\"\npath = \"x\"\non_error = \"shrug\"\n", []string{"on_error"}},
 		{"unknown hook key", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widden = true\n", []string{":4: unknown key \"hook.may_widden\" (did you mean \"may_widen\"?)"}},
 		{"syntax", "concurrency = = 1\n", []string{":1:"}},
+		{"duration as an integer", "concurrency = 1\nlease = 5\n", []string{":2: lease: expected a duration string such as \"30s\", got a TOML integer"}},
+		{"hook timeout as an integer", "[[hook]]\nname = \"h\"\npath = \"x\"\ntimeout = 3\n", []string{":4: hook.timeout: expected a duration string"}},
+		{"memory as a float", "[[hook]]\nname = \"h\"\npath = \"x\"\nmemory = 1.5\n", []string{":4: hook.memory: expected a size", "got a TOML float"}},
+		{"settings not a table", "[[hook]]\nname = \"h\"\npath = \"x\"\nsettings = 5\n", []string{"hook.settings: expected a table, got a TOML integer"}},
 		{"byte-order mark kept lines", "\xef\xbb\xbfconcurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\""}},
 	}
 	for _, tt := range tests {
