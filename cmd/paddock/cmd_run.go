@@ -84,6 +84,15 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		fmt.Fprintf(os.Stderr, "paddock: %s\n", text)
 	}
 	note("enqueued", "job "+id, 0)
+	// done reports the final state (under --json only: the exit status
+	// says it otherwise) and returns the exit error.
+	done := func(j queue.Job) error {
+		if gopts.JSON {
+			_ = writeJSON(os.Stderr, runProgress{MessageType: "run_progress", Event: "finished", JobID: id, Attempt: j.AttemptCount, State: string(j.State),
+				Message: fmt.Sprintf("job %s %s: %s", id, j.State, j.Reason)})
+		}
+		return runExit(j)
+	}
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d:run", host, os.Getpid())
 	lease := a.cfg.Lease.Duration
@@ -108,7 +117,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 				return err
 			}
 			if isFinal(j.State) {
-				return runExit(j)
+				return done(j)
 			}
 			if j.State == queue.StateRunning {
 				// A worker sharing this state directory claimed it first
@@ -118,7 +127,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 				if err != nil {
 					return err
 				}
-				return runExit(final)
+				return done(final)
 			}
 			wait := time.Until(j.NotBefore)
 			if wait < 100*time.Millisecond {
@@ -167,7 +176,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 			return err
 		}
 		if isFinal(rec.State) {
-			return runExit(rec)
+			return done(rec)
 		}
 		note("attempt_finished", fmt.Sprintf("attempt %d %s: %s", attempt, att.Outcome, att.Reason), attempt)
 	}
@@ -178,12 +187,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 type runProgress struct {
 	MessageType string `json:"message_type"` // "run_progress"
 	// Event is enqueued, following (another worker runs the attempt),
-	// backoff (waiting before a retry), cancel_requested or
-	// attempt_finished (one that will be retried).
+	// backoff (waiting before a retry), cancel_requested, attempt_finished
+	// (one that will be retried) or finished (the last line: the job's
+	// final state).
 	Event   string `json:"event"`
 	JobID   string `json:"job_id"`
 	Attempt int    `json:"attempt,omitempty"`
-	Message string `json:"message"` // the text printed without --json
+	State   string `json:"state,omitempty"` // finished only: succeeded, failed, denied or canceled
+	Message string `json:"message"`         // the text printed without --json
 }
 
 // followToFinal polls the job until it is final. Ctrl-C asks for a cancel

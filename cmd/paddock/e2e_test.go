@@ -330,7 +330,8 @@ command = "echo attempt $PADDOCK_ATTEMPT; exit 1"
 	// A backoff event shows when the retry's claim comes before its 10 ms.
 	require.Equal(t, "enqueued", events[0], events)
 	require.Contains(t, events, "attempt_finished")
-	for _, e := range events[1:] {
+	require.Equal(t, "finished", events[len(events)-1], events)
+	for _, e := range events[1 : len(events)-1] {
 		require.Contains(t, []string{"attempt_finished", "backoff"}, e)
 	}
 }
