@@ -85,7 +85,8 @@ type Config struct {
 	// Hooks is the hook chain, in order ([[hook]] tables).
 	Hooks []HookConfig `toml:"hook"`
 
-	// Path is the file the config was read from ("" when none). Not a key.
+	// Path is the file the config was read from, or the default path that
+	// was looked at and is missing ("" when none). Not a key.
 	Path string `toml:"-"`
 }
 
@@ -189,6 +190,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if missingOK && errors.Is(err, fs.ErrNotExist) {
+			c.Path = path // read by the next start if created: the fence keeps jobs off it
 			return c.WithDefaults(), nil
 		}
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)

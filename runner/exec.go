@@ -226,38 +226,79 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 	}
 }
 
-// Fence is what paddock keeps out of every job's reach, whatever its
-// workspace and writable roots: the state directory (the queue, which a
-// job could otherwise rewrite to have another job run unconfined; the
-// probe and compilation caches; logs) and the config and hook module
-// files. It is built by [FenceFor]; the zero value protects nothing.
+// Fence is what paddock keeps out of every job's reach: the state
+// directory (the queue, which a job could otherwise rewrite to have another
+// job run unconfined; the inbox; the probe and compilation caches; logs),
+// the config file (even when it does not exist yet: the next start would
+// read it) and the hook modules. A workspace_write job whose workspace or
+// writable root contains one of them, is one of them, or lies inside the
+// state directory anywhere but under <state>/workspaces/, is refused
+// before it runs. Masking those paths read-only inside the sandbox would
+// not do: a job may rename any directory of its writable tree, an ancestor
+// of a mask included, and put its own files at the old path on the host.
+// Built by [FenceFor]; the zero value protects nothing.
 type Fence struct {
 	stateDir  string   // canonical; "" = none
-	protected []string // for sandbox.PolicyParams.Protected
+	protected []string // canonical as far as they exist
 }
 
 // FenceFor returns the fence of a worker with this state directory and
-// config: those paths stay read-only inside the sandbox even under a
-// writable workspace (such as the user's home), and a workspace or writable
-// root inside the state directory is refused unless it is under
-// <state>/workspaces/.
+// config (Config.Path and the hooks' paths).
 func FenceFor(stateDir string, cfg Config) Fence {
 	f := Fence{}
 	if stateDir != "" {
-		f.protected = append(f.protected, stateDir)
-		if c, err := filepath.EvalSymlinks(stateDir); err == nil {
-			f.stateDir, _ = filepath.Abs(c)
-		}
+		f.stateDir = canonicalPrefix(stateDir)
+		f.protected = append(f.protected, f.stateDir)
 	}
 	if cfg.Path != "" {
-		f.protected = append(f.protected, cfg.Path)
+		f.protected = append(f.protected, canonicalPrefix(cfg.Path))
 	}
 	for _, h := range cfg.Hooks {
 		if h.Path != "" {
-			f.protected = append(f.protected, h.Path)
+			f.protected = append(f.protected, canonicalPrefix(h.Path))
 		}
 	}
 	return f
+}
+
+// canonicalPrefix makes path absolute and resolves symlinks in the longest
+// part of it that exists (the rest may be created later).
+func canonicalPrefix(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	rest := ""
+	for dir := abs; ; {
+		if c, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(c, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}
+
+// check refuses a workspace_write policy that reaches a protected path.
+func (f Fence) check(pol sandbox.Policy) error {
+	if pol.Mode() != sandbox.ModeWorkspaceWrite {
+		return nil
+	}
+	workspaces := filepath.Join(f.stateDir, "workspaces")
+	for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
+		for _, pr := range f.protected {
+			if inside(pr, w) {
+				return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could rewrite the queue or the config): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", w, pr)
+			}
+		}
+		if f.stateDir != "" && inside(w, f.stateDir) && !(inside(w, workspaces) && w != workspaces) {
+			return fmt.Errorf("runner: %s is inside paddock's state directory %s: a job may only write its own workspace under %s", w, f.stateDir, workspaces)
+		}
+	}
+	return nil
 }
 
 // SandboxInfo computes the request's sandbox section for a job as it
@@ -283,17 +324,12 @@ func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
 	if err != nil {
 		return sandbox.Policy{}, nil, err
 	}
-	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable, Protected: f.protected})
+	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
 	if err != nil {
 		return pol, nil, err
 	}
-	if f.stateDir != "" && mode == sandbox.ModeWorkspaceWrite {
-		workspaces := filepath.Join(f.stateDir, "workspaces")
-		for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
-			if inside(w, f.stateDir) && !(inside(w, workspaces) && w != workspaces) {
-				return pol, nil, fmt.Errorf("runner: %s is inside paddock's state directory %s: a job may only write its own workspace under %s", w, f.stateDir, workspaces)
-			}
-		}
+	if err := f.check(pol); err != nil {
+		return pol, nil, err
 	}
 	argv, err := sandbox.Confine(j.Argv, pol)
 	return pol, argv, err

@@ -101,18 +101,6 @@ func ConfineWith(argv []string, p Policy, d Discovery) ([]string, error) {
 		for _, w := range p.writable {
 			out = append(out, "--bind", w, w)
 		}
-		// Protected paths inside a writable bind go back to read-only;
-		// the binds strictly inside one of them are made writable again.
-		for _, pr := range p.protected {
-			out = append(out, "--ro-bind", pr, pr)
-		}
-		for _, pr := range p.protected {
-			for _, w := range append([]string{p.workspace}, p.writable...) {
-				if w != pr && within(w, pr) {
-					out = append(out, "--bind", w, w)
-				}
-			}
-		}
 	}
 	out = append(out, "--chdir", p.cwd, "--")
 	return append(out, argv...), nil

@@ -255,35 +255,3 @@ func BenchmarkConfine(b *testing.B) {
 		}
 	}
 }
-
-// TestConfineProtected: a protected path inside a writable bind is bound
-// read-only after it, and a writable root strictly inside the protected
-// path is bound writable again after that; protected paths outside every
-// writable bind, missing ones, and read_only jobs add nothing.
-func TestConfineProtected(t *testing.T) {
-	t.Parallel()
-	home := t.TempDir()
-	state := filepath.Join(home, "state")
-	ws := filepath.Join(state, "workspaces", "j1")
-	require.NoError(t, os.MkdirAll(ws, 0o700))
-	cfg := filepath.Join(home, "config.toml")
-	require.NoError(t, os.WriteFile(cfg, nil, 0o600))
-	elsewhere := t.TempDir()
-	d := Discovery{Executable: "/usr/bin/bwrap", Grade: GradeFull, NetworkIsolation: true}
-
-	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Writable: []string{home}, Network: true,
-		Protected: []string{state, cfg, elsewhere, filepath.Join(home, "missing")}})
-	require.NoError(t, err)
-	argv, err := ConfineWith([]string{"true"}, p, d)
-	require.NoError(t, err)
-	joined := strings.Join(argv, " ")
-	require.Contains(t, joined, "--bind "+ws+" "+ws+" --bind "+home+" "+home+" --ro-bind "+state+" "+state+" --ro-bind "+cfg+" "+cfg+" --bind "+ws+" "+ws+" --chdir")
-	require.NotContains(t, joined, elsewhere, "not inside a writable bind: already read-only")
-	require.NotContains(t, joined, "missing")
-
-	ro, err := NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: home, Network: true, Protected: []string{state}})
-	require.NoError(t, err)
-	argv, err = ConfineWith([]string{"true"}, ro, d)
-	require.NoError(t, err)
-	require.NotContains(t, strings.Join(argv, " "), "--ro-bind "+state)
-}

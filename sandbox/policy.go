@@ -34,16 +34,6 @@ type PolicyParams struct {
 	// read-write at their own path after the workspace. Canonicalised and
 	// checked like Workspace; duplicates are dropped. Defaults to none.
 	Writable []string
-	// Protected are paths (directories or files) that stay read-only inside
-	// the sandbox even when the workspace or a writable root contains them:
-	// paddock's state directory (the queue a job could otherwise rewrite to
-	// have another job run unconfined, the probe and compilation caches),
-	// its config and hook modules. Each is canonicalised; a missing one is
-	// skipped (there is nothing to bind). A writable root or workspace
-	// strictly inside a protected directory stays writable (it is bound
-	// again after the protection); one equal to a protected path is not.
-	// Only workspace_write uses them.
-	Protected []string
 }
 
 // Policy is a checked, canonical sandbox policy built by [NewPolicy]. It is
@@ -55,7 +45,6 @@ type Policy struct {
 	cwd       string
 	network   bool
 	writable  []string
-	protected []string // canonical, each inside (or equal to) a writable bind
 }
 
 // Mode returns the policy's mode.
@@ -129,23 +118,6 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		}
 		if c != out.workspace && !slices.Contains(out.writable, c) {
 			out.writable = append(out.writable, c)
-		}
-	}
-	if p.Mode == ModeWorkspaceWrite {
-		for _, pr := range p.Protected {
-			c, err := filepath.EvalSymlinks(pr)
-			if err != nil {
-				if errors.Is(err, os.ErrNotExist) {
-					continue
-				}
-				return Policy{}, fmt.Errorf("sandbox: protected path %q: %w", pr, err)
-			}
-			if c, err = filepath.Abs(c); err != nil {
-				return Policy{}, fmt.Errorf("sandbox: protected path %q: %w", pr, err)
-			}
-			if out.inBind(c) && !slices.Contains(out.protected, c) {
-				out.protected = append(out.protected, c)
-			}
 		}
 	}
 	cwd := p.Cwd

@@ -192,12 +192,14 @@ func tomlArray(ss ...string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// TestE2EStateDirOutOfReach: a workspace that contains paddock's state
-// directory and config (the user's home, say) stays writable, but the
-// queue, the caches and the config inside it stay read-only: otherwise a
-// job could rewrite the queue and have another job run unconfined. A
-// workspace inside the state directory (other than under workspaces/) is
-// refused before anything runs.
+// TestE2EStateDirOutOfReach: a workspace_write job whose workspace or
+// writable path contains paddock's state directory, its config (existing
+// or not) or a hook module, or lies inside the state directory other than
+// under workspaces/, is refused before it runs: otherwise it could rewrite
+// the queue and have another job run unconfined (a read-only mask inside
+// the sandbox would not do: the job could rename an ancestor of it and put
+// its own files at the old path). Jobs in their default workspace, and
+// read_only jobs anywhere, still run.
 func TestE2EStateDirOutOfReach(t *testing.T) {
 	t.Parallel()
 	RequireBwrap(t)
@@ -206,27 +208,39 @@ func TestE2EStateDirOutOfReach(t *testing.T) {
 	require.Equal(t, 0, code)
 	cfgBefore, err := os.ReadFile(b.Config)
 	require.NoError(t, err)
-	job := b.WriteJob("reach.toml", fmt.Sprintf(`
-name = "reach"
-mode = "workspace_write"
-workspace = %q
-command = '''echo x > ok; for f in state/* state/cache/*; do [ -f "$f" ] && { echo x >> "$f" && echo "ESCAPED-$f"; }; done; touch state/pwned && echo ESCAPED-state; echo x >> config.toml && echo ESCAPED-config; true'''
-`, b.Dir))
-	out, errOut, code := b.Run("run", job)
-	require.Equal(t, 0, code, errOut)
-	require.NotContains(t, out, "ESCAPED", "a job wrote paddock's state or config")
-	require.FileExists(t, filepath.Join(b.Dir, "ok"), "the rest of the workspace stays writable")
-	require.NoFileExists(t, filepath.Join(b.State, "pwned"))
+	other := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(b.State, "cache"), 0o700))
+	require.NoError(t, os.MkdirAll(filepath.Join(b.State, "workspaces"), 0o700))
+	require.NoError(t, os.Symlink(b.Dir, filepath.Join(other, "link")))
+	script := `command = '''echo x > pwned; for f in "$PADDOCK_WORKSPACE"/state/*; do echo x >> "$f"; done; echo ESCAPED'''`
+	for _, tc := range []struct{ name, keys, want string }{
+		{"contains the state and config", fmt.Sprintf("workspace = %q", b.Dir), "contains"},
+		{"through a symlink", fmt.Sprintf("workspace = %q", filepath.Join(other, "link")), "contains"},
+		{"writable contains them", fmt.Sprintf("workspace = %q\nwritable = [%q]", other, b.Dir), "contains"},
+		{"is the state", fmt.Sprintf("workspace = %q", b.State), "contains"},
+		{"inside the state", fmt.Sprintf("workspace = %q", filepath.Join(b.State, "cache")), "inside paddock's state directory"},
+		{"all workspaces", fmt.Sprintf("workspace = %q", filepath.Join(b.State, "workspaces")), "inside paddock's state directory"},
+	} {
+		job := b.WriteJob("reach.toml", "mode = \"workspace_write\"\n"+tc.keys+"\n"+script+"\n")
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 125, code, "%s: runner_failed expected: %s", tc.name, errOut)
+		require.NotContains(t, out, "ESCAPED", tc.name)
+		require.Contains(t, errOut, tc.want, tc.name)
+	}
+	require.NoFileExists(t, filepath.Join(b.Dir, "pwned"))
+	require.NoFileExists(t, filepath.Join(b.State, "cache", "pwned"))
 	cfgAfter, err := os.ReadFile(b.Config)
 	require.NoError(t, err)
 	require.Equal(t, cfgBefore, cfgAfter)
 
-	for _, ws := range []string{b.State, filepath.Join(b.State, "cache"), filepath.Join(b.State, "workspaces")} {
-		require.NoError(t, os.MkdirAll(ws, 0o700))
-		job := b.WriteJob("inside.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo x > pwned\"\n", ws))
-		_, errOut, code := b.Run("run", job)
-		require.Equal(t, 125, code, "runner_failed: %s", errOut)
-		require.Contains(t, errOut, "inside paddock's state directory")
-		require.NoFileExists(t, filepath.Join(ws, "pwned"))
-	}
+	// The default workspace (under <state>/workspaces/) is writable, and a
+	// read_only job may look at the whole directory.
+	job := b.WriteJob("ok.toml", "mode = \"workspace_write\"\ncommand = \"echo x > mine && cat mine\"\n")
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "x\n", out)
+	job = b.WriteJob("ro.toml", fmt.Sprintf("mode = \"read_only\"\nworkspace = %q\ncommand = \"ls state >/dev/null && echo seen\"\n", b.Dir))
+	out, errOut, code = b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "seen\n", out)
 }

@@ -1,0 +1,58 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/hooks"
+	"paddock/sandbox"
+)
+
+// TestFenceRefuses: a workspace_write job may not write a tree that holds
+// the state directory, the config (even one that does not exist yet) or a
+// hook module, nor the state directory except its workspaces; read_only
+// jobs and other trees are fine.
+func TestFenceRefuses(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	state := filepath.Join(home, "state")
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "workspaces", "j1"), 0o700))
+	hooksDir := filepath.Join(t.TempDir(), "hooks")
+	require.NoError(t, os.MkdirAll(hooksDir, 0o700))
+	cfgDir := filepath.Join(t.TempDir(), "cfg")
+	require.NoError(t, os.MkdirAll(cfgDir, 0o700))
+	missingCfg := filepath.Join(cfgDir, "paddock", "config.toml") // not created
+	f := FenceFor(state, Config{Path: missingCfg, Hooks: []HookConfig{{Name: "h", Path: filepath.Join(hooksDir, "h.wasm")}}})
+	elsewhere := t.TempDir()
+
+	job := func(mode, ws string, writable ...string) hooks.Job {
+		return hooks.Job{Argv: []string{"true"}, Mode: mode, Workspace: ws, Network: true, Writable: writable}
+	}
+	for _, tc := range []struct {
+		name string
+		j    hooks.Job
+		want string // "" = allowed
+	}{
+		{"own workspace", job("workspace_write", filepath.Join(state, "workspaces", "j1")), ""},
+		{"elsewhere", job("workspace_write", elsewhere), ""},
+		{"read_only over everything", job("read_only", home), ""},
+		{"home holds the state", job("workspace_write", home), "contains " + state},
+		{"the state itself", job("workspace_write", state), "contains " + state},
+		{"all workspaces", job("workspace_write", filepath.Join(state, "workspaces")), "inside paddock's state directory"},
+		{"config to be", job("workspace_write", cfgDir), "contains " + missingCfg},
+		{"hook module", job("workspace_write", elsewhere, hooksDir), "contains " + filepath.Join(hooksDir, "h.wasm")},
+	} {
+		_, _, err := f.confine(tc.j)
+		if tc.want == "" {
+			// Only the probe may be missing here; the fence let it through.
+			if err != nil {
+				require.ErrorIs(t, err, sandbox.ErrUnusable, tc.name)
+			}
+			continue
+		}
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+}
