@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,11 @@ type Executor struct {
 	// again instead of trusting a report the host no longer matches.
 	// Defaults to "" (nothing removed).
 	ProbeCache string
+	// Protect are more paths kept out of every job's reach (see [Fence]):
+	// the CLI passes the default state directory and config path, which a
+	// plain `paddock` would use even when this worker uses others.
+	// Defaults to none.
+	Protect []string
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -81,7 +87,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
 	// cannot show, say) never reaches the hooks: it is the job's fault, not
 	// a policy decision, and the hooks would only see an error.
-	fence := FenceFor(e.StateDir, e.Config)
+	fence := FenceFor(e.StateDir, e.Config, e.Protect...)
 	if _, _, err := fence.confine(hj); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
@@ -243,20 +249,35 @@ type Fence struct {
 }
 
 // FenceFor returns the fence of a worker with this state directory and
-// config (Config.Path and the hooks' paths).
-func FenceFor(stateDir string, cfg Config) Fence {
+// config (Config.Path and the hooks' paths), plus the extra paths. Each is
+// protected both as written (made absolute: a symlink on the way, such as
+// a state directory given as a link, could be repointed) and resolved.
+func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 	f := Fence{}
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			abs = filepath.Clean(p)
+		}
+		for _, q := range []string{abs, canonicalPrefix(p)} {
+			if !slices.Contains(f.protected, q) {
+				f.protected = append(f.protected, q)
+			}
+		}
+	}
 	if stateDir != "" {
 		f.stateDir = canonicalPrefix(stateDir)
-		f.protected = append(f.protected, f.stateDir)
+		add(stateDir)
 	}
-	if cfg.Path != "" {
-		f.protected = append(f.protected, canonicalPrefix(cfg.Path))
-	}
+	add(cfg.Path)
 	for _, h := range cfg.Hooks {
-		if h.Path != "" {
-			f.protected = append(f.protected, canonicalPrefix(h.Path))
-		}
+		add(h.Path)
+	}
+	for _, p := range extra {
+		add(p)
 	}
 	return f
 }

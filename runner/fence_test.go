@@ -56,3 +56,26 @@ func TestFenceRefuses(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
 }
+
+// TestFenceSymlinksAndDefaults: a state directory given through a symlink
+// is protected where the link is too (a job could repoint it), and the
+// extra paths (the CLI's default state directory and config) are protected
+// like the worker's own.
+func TestFenceSymlinksAndDefaults(t *testing.T) {
+	t.Parallel()
+	realState := t.TempDir()
+	home := t.TempDir()
+	link := filepath.Join(home, "sd")
+	require.NoError(t, os.Symlink(realState, link))
+	defaultState := filepath.Join(t.TempDir(), "default-state")
+	f := FenceFor(link, Config{}, defaultState)
+	ws := func(dir string) hooks.Job {
+		return hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: dir, Network: true}
+	}
+	_, _, err := f.confine(ws(home))
+	require.ErrorContains(t, err, "contains "+link, "the link can be repointed from home")
+	_, _, err = f.confine(ws(realState))
+	require.ErrorContains(t, err, "contains "+realState)
+	_, _, err = f.confine(ws(filepath.Dir(defaultState)))
+	require.ErrorContains(t, err, "contains "+defaultState, "the default state directory, not created yet")
+}

@@ -86,7 +86,7 @@ func (a *app) newChain(ctx context.Context) (*hooks.Chain, error) {
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:    a.cfg.HookConfigs(),
 		CacheDir: filepath.Join(a.stateDir, "cache", "wazero"),
-		Sandbox:  runner.FenceFor(a.stateDir, a.cfg).SandboxInfo,
+		Sandbox:  runner.FenceFor(a.stateDir, a.cfg, defaultPaths()...).SandboxInfo,
 	})
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}

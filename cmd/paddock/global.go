@@ -46,6 +46,20 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "paddock-state")
 }
 
+// defaultPaths are the state directories and the config a plain `paddock`
+// (no flags) would use here: kept out of every job's reach
+// (runner.Executor.Protect) even by a worker that uses others.
+func defaultPaths() []string {
+	ps := []string{defaultStateDir(), defaultConfigPath()}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		ps = append(ps, filepath.Join(d, "paddock"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		ps = append(ps, filepath.Join(home, ".local", "state", "paddock"))
+	}
+	return ps
+}
+
 func defaultConfigPath() string {
 	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
 		return filepath.Join(d, "paddock", "config.toml")
