@@ -287,7 +287,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 			f := p.fields(m, scope{kind: scopeDefaults}, true)
 			defaults = &f
 		} else {
-			p.at(top, "defaults", "expected a table ([defaults]), got "+typeName(d))
+			p.at(top, "defaults", "expected a table ([defaults]), got "+TOMLType(d))
 		}
 	}
 	jobsRaw, batch := raw["job"]
@@ -320,7 +320,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 	}
 	list, ok := tables(jobsRaw)
 	if !ok {
-		p.at(top, "job", "expected an array of tables ([[job]]), got "+typeName(jobsRaw))
+		p.at(top, "job", "expected an array of tables ([[job]]), got "+TOMLType(jobsRaw))
 		return nil
 	}
 	if len(list) == 0 {
@@ -504,7 +504,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 				}
 				out.Command, fs.set = argv, fs.set|fCommand
 			default:
-				p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+typeName(v))
+				p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+TOMLType(v))
 			}
 		case "cwd", "workspace":
 			s, ok := p.str(sc, k, v)
@@ -554,14 +554,14 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 		case "network":
 			b, ok := v.(bool)
 			if !ok {
-				p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+typeName(v))
+				p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+TOMLType(v))
 				continue
 			}
 			out.Network, fs.set = &b, fs.set|fNetwork
 		case "env", "labels":
 			t, ok := v.(map[string]any)
 			if !ok {
-				p.at(sc, k, "expected a table of strings, got "+typeName(v))
+				p.at(sc, k, "expected a table of strings, got "+TOMLType(v))
 				continue
 			}
 			sm := make(map[string]string, len(t))
@@ -571,7 +571,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 				s, isStr := ev.(string)
 				switch {
 				case !isStr:
-					p.at(sc, key, "expected a string value, got "+typeName(ev)+` (quote it: "...")`)
+					p.at(sc, key, "expected a string value, got "+TOMLType(ev)+` (quote it: "...")`)
 				case ek == "" || strings.ContainsAny(ek, "=\x00"):
 					p.at(sc, key, "invalid key: expected a non-empty name without '=' or NUL")
 				case strings.ContainsRune(s, 0):
@@ -588,7 +588,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 		case "timeout", "backoff":
 			s, ok := v.(string)
 			if !ok {
-				p.at(sc, k, `expected a duration string like "90s" or "1h30m", got `+typeName(v))
+				p.at(sc, k, `expected a duration string like "90s" or "1h30m", got `+TOMLType(v))
 				continue
 			}
 			d, err := time.ParseDuration(s)
@@ -608,7 +608,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 		case "retries", "priority":
 			n, ok := v.(int64)
 			if !ok {
-				p.at(sc, k, "expected an integer, got "+typeName(v))
+				p.at(sc, k, "expected an integer, got "+TOMLType(v))
 				continue
 			}
 			if k == "retries" && (n < 0 || n > MaxRetries) {
@@ -672,7 +672,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 		case "missed_grace":
 			s, ok := v.(string)
 			if !ok {
-				p.at(sc, k, `expected a duration string like "30m" or "2h", got `+typeName(v))
+				p.at(sc, k, `expected a duration string like "30m" or "2h", got `+TOMLType(v))
 				continue
 			}
 			d, err := time.ParseDuration(s)
@@ -828,7 +828,7 @@ func (p *parser) hadError(label, key string) bool {
 func (p *parser) str(sc scope, k string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {
-		p.at(sc, k, "expected a string, got "+typeName(v))
+		p.at(sc, k, "expected a string, got "+TOMLType(v))
 	}
 	return s, ok
 }
@@ -836,14 +836,14 @@ func (p *parser) str(sc scope, k string, v any) (string, bool) {
 func (p *parser) strList(sc scope, k string, v any) ([]string, bool) {
 	arr, ok := v.([]any)
 	if !ok {
-		p.at(sc, k, "expected an array of strings, got "+typeName(v))
+		p.at(sc, k, "expected an array of strings, got "+TOMLType(v))
 		return nil, false
 	}
 	out := make([]string, 0, len(arr))
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
-			p.at(sc, k, fmt.Sprintf("expected an array of strings, element %d is %s", i+1, typeName(e)))
+			p.at(sc, k, fmt.Sprintf("expected an array of strings, element %d is %s", i+1, TOMLType(e)))
 			return nil, false
 		}
 		out = append(out, s)
@@ -916,7 +916,10 @@ func tables(v any) ([]map[string]any, bool) {
 	return list, true
 }
 
-func typeName(v any) string {
+// TOMLType names the TOML type of a value decoded into an any ("string",
+// "integer", "float", "boolean", "array", "table", "date/time"), for
+// error messages.
+func TOMLType(v any) string {
 	switch v.(type) {
 	case string:
 		return "string"

@@ -417,7 +417,7 @@ func misTyped(data []byte) string {
 		if !present || ok(v) {
 			return ""
 		}
-		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, tomlType(v))
+		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, queue.TOMLType(v))
 	}
 	isString := func(v any) bool { _, ok := v.(string); return ok }
 	isSize := func(v any) bool {
@@ -443,25 +443,6 @@ func misTyped(data []byte) string {
 		}
 	}
 	return ""
-}
-
-// tomlType names a decoded TOML value's type for messages.
-func tomlType(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case int64:
-		return "integer"
-	case float64:
-		return "float"
-	case bool:
-		return "boolean"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "table"
-	}
-	return "date/time"
 }
 
 var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field )?\S+ of type (.+)$`)
