@@ -112,6 +112,10 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	if confined && e.ProbeErr != nil {
 		return finish(queue.OutcomeRunnerFailed, e.unusableReason(mode))
 	}
+	env := e.environ(final, job, p.Attempt, workspace)
+	if confined {
+		argv, env = loaderSafe(argv, env)
+	}
 	att.ConfinedArgv = argv
 
 	// One flat directory: a directory per job would cost a mkdir per job.
@@ -126,7 +130,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 
 	timeout := time.Duration(final.TimeoutS * float64(time.Second))
 	run := e.spawn(ctx, spawnParams{
-		argv: argv, cwd: policy.Cwd(), env: e.environ(final, job, p.Attempt, workspace),
+		argv: argv, cwd: policy.Cwd(), env: env,
 		confined: confined, stdout: stdout, stderr: stderr, timeout: timeout,
 		cancel: p.Cancel,
 	})
@@ -359,6 +363,47 @@ func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
 // inside reports whether path is dir or below it (both clean and absolute).
 func inside(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+"/") || dir == "/"
+}
+
+// loaderEnv are the variables that change what a dynamically linked
+// program loads or runs before its main: glibc's UNSECURE_ENVVARS (the
+// list it drops for setuid programs, sysdeps/generic/unsecvars.h; TMPDIR
+// aside, which paddock sets to /tmp and bwrap does not use),
+// GLIBC_TUNABLES (CVE-2023-4911) and every LD_ and MALLOC_ variable.
+var loaderEnv = []string{"GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+	"NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"}
+
+func isLoaderVar(name string) bool {
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "MALLOC_") || slices.Contains(loaderEnv, name)
+}
+
+// loaderSafe keeps a job's loader variables away from bwrap itself, which
+// runs on the host, outside every namespace: a job's LD_PRELOAD would
+// otherwise load the job's code into it. They go to the job through
+// bwrap's --setenv (before the "--" that ends bwrap's options); the rest of
+// the environment is bwrap's and passes through to the job. Values given
+// this way show in the confined argv: loader variables are not secrets.
+func loaderSafe(argv, env []string) ([]string, []string) {
+	var keep, setenv []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if isLoaderVar(k) {
+			setenv = append(setenv, "--setenv", k, v)
+			continue
+		}
+		keep = append(keep, kv)
+	}
+	if len(setenv) == 0 {
+		return argv, env
+	}
+	sep := slices.Index(argv, "--") // bwrap's options never hold "--" as a value
+	if sep < 0 {
+		return argv, keep // not bwrap's argv; drop them rather than run them on the host
+	}
+	out := make([]string, 0, len(argv)+len(setenv))
+	out = append(out, argv[:sep]...)
+	out = append(out, setenv...)
+	return append(out, argv[sep:]...), keep
 }
 
 // environ is the job's environment: the passthrough list from the worker,

@@ -79,3 +79,19 @@ func TestFenceSymlinksAndDefaults(t *testing.T) {
 	_, _, err = f.confine(ws(filepath.Dir(defaultState)))
 	require.ErrorContains(t, err, "contains "+defaultState, "the default state directory, not created yet")
 }
+
+// TestLoaderSafe: loader variables go to the job through --setenv, never
+// into bwrap's own environment; the rest stays in the environment.
+func TestLoaderSafe(t *testing.T) {
+	t.Parallel()
+	argv := []string{"/usr/bin/bwrap", "--ro-bind", "/", "/", "--chdir", "/w", "--", "sh", "-c", "x", "--"}
+	env := []string{"PATH=/usr/bin", "LD_PRELOAD=/w/evil.so", "SECRET=s", "GLIBC_TUNABLES=glibc.x=1", "MALLOC_CHECK_=3", "GCONV_PATH=/w"}
+	gotArgv, gotEnv := loaderSafe(argv, env)
+	require.Equal(t, []string{"PATH=/usr/bin", "SECRET=s"}, gotEnv)
+	require.Equal(t, []string{"/usr/bin/bwrap", "--ro-bind", "/", "/", "--chdir", "/w",
+		"--setenv", "LD_PRELOAD", "/w/evil.so", "--setenv", "GLIBC_TUNABLES", "glibc.x=1", "--setenv", "MALLOC_CHECK_", "3", "--setenv", "GCONV_PATH", "/w",
+		"--", "sh", "-c", "x", "--"}, gotArgv)
+	same, sameEnv := loaderSafe(argv, []string{"PATH=/usr/bin"})
+	require.Equal(t, argv, same)
+	require.Equal(t, []string{"PATH=/usr/bin"}, sameEnv)
+}

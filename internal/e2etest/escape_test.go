@@ -244,3 +244,18 @@ func TestE2EStateDirOutOfReach(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "seen\n", out)
 }
+
+// TestE2ELoaderEnvNeverReachesBwrap: bwrap runs on the host, outside every
+// namespace, so a job's LD_PRELOAD given to it would run the job's code
+// unconfined. Loader variables reach the job only (LD_DEBUG shows which
+// programs the loader ran for: the job's, never bwrap).
+func TestE2ELoaderEnvNeverReachesBwrap(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	job := b.WriteJob("ld.toml", "mode = \"read_only\"\ncommand = [\"/bin/true\"]\nenv = { LD_DEBUG = \"files\" }\n")
+	_, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "needed by /bin/true", "the job's loader saw LD_DEBUG")
+	require.NotRegexp(t, `needed by \S*bwrap`, errOut, "bwrap's loader saw the job's LD_DEBUG")
+}
