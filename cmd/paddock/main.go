@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes shared by every command; README.md ("Exit codes") documents them.
@@ -20,9 +23,27 @@ const (
 )
 
 func main() {
+	closeInheritedFDs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// closeInheritedFDs marks every file descriptor paddock inherited beyond
+// stdin, stdout and stderr close-on-exec. Go sets it on the files it opens,
+// but not on those a shell redirect, a supervisor or a parent left open
+// (`paddock run job.toml 7>>file`): bwrap would pass them into the job, and
+// a read_only job could write through them.
+func closeInheritedFDs() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // run executes the CLI with args and returns the process exit code. It is the

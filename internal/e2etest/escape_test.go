@@ -259,3 +259,25 @@ func TestE2ELoaderEnvNeverReachesBwrap(t *testing.T) {
 	require.Contains(t, errOut, "needed by /bin/true", "the job's loader saw LD_DEBUG")
 	require.NotRegexp(t, `needed by \S*bwrap`, errOut, "bwrap's loader saw the job's LD_DEBUG")
 }
+
+// TestE2EInheritedFDsStayOutside: a file descriptor paddock inherits (a
+// shell redirect, a supervisor's socket) does not reach the job, which
+// could otherwise write a host file through it from read_only.
+func TestE2EInheritedFDsStayOutside(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	host := filepath.Join(t.TempDir(), "outside.txt")
+	f, err := os.OpenFile(host, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	job := b.WriteJob("fd7.toml", "mode = \"read_only\"\ncommand = \"echo written >&7 || echo no-fd-7\"\n")
+	cmd := b.Cmd(t.Context(), "run", job)
+	cmd.ExtraFiles = []*os.File{nil, nil, nil, nil, f} // fd 7 in paddock
+	out, err := cmd.Output()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "no-fd-7")
+	got, err := os.ReadFile(host)
+	require.NoError(t, err)
+	require.Empty(t, got, "the job wrote through an fd paddock inherited")
+}
