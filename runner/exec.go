@@ -277,6 +277,7 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 		add(stateDir)
 	}
 	add(cfg.Path)
+	add(cfg.StateDir) // the config's own, when --state-dir chose another
 	for _, h := range cfg.Hooks {
 		add(h.Path)
 	}

@@ -95,3 +95,13 @@ func TestLoaderSafe(t *testing.T) {
 	require.Equal(t, argv, same)
 	require.Equal(t, []string{"PATH=/usr/bin"}, sameEnv)
 }
+
+// TestFenceConfigStateDir: the config's state_dir is protected even when
+// the worker was given another state directory.
+func TestFenceConfigStateDir(t *testing.T) {
+	t.Parallel()
+	cfgState := filepath.Join(t.TempDir(), "plain-state")
+	f := FenceFor(t.TempDir(), Config{StateDir: cfgState})
+	_, _, err := f.confine(hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: filepath.Dir(cfgState), Network: true})
+	require.ErrorContains(t, err, "contains "+cfgState)
+}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"paddock/runner"
 )
 
 // GlobalOptions are the flags every command shares. They are filled by cobra
@@ -56,6 +58,11 @@ func defaultPaths() []string {
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		ps = append(ps, filepath.Join(home, ".local", "state", "paddock"))
+	}
+	// The default config's state_dir, which a plain paddock would use even
+	// when this one was given --state-dir or another --config.
+	if c, err := runner.LoadConfig(defaultConfigPath(), true); err == nil && c.StateDir != "" {
+		ps = append(ps, c.StateDir)
 	}
 	return ps
 }
