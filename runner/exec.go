@@ -287,25 +287,43 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 	return f
 }
 
-// canonicalPrefix makes path absolute and resolves symlinks in the longest
-// part of it that exists (the rest may be created later).
+// canonicalPrefix makes path absolute and resolves every symlink on it,
+// dangling ones included (the rest may be created later: a dangling link's
+// target is where the file will be), component by component, at most 40
+// links deep (SYMLOOP_MAX on Linux).
 func canonicalPrefix(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return filepath.Clean(path)
 	}
-	rest := ""
-	for dir := abs; ; {
-		if c, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(c, rest)
+	resolved := "/"
+	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	for hops := 0; len(rest) > 0; {
+		part := rest[0]
+		rest = rest[1:]
+		if part == "" || part == "." {
+			continue
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
+		if part == ".." {
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, part)
+		fi, err := os.Lstat(next)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			resolved = next // a directory, a file, or nothing yet
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
 			return abs
 		}
-		rest = filepath.Join(filepath.Base(dir), rest)
-		dir = parent
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
 	}
+	return resolved
 }
 
 // check refuses a workspace_write policy that reaches a protected path.

@@ -105,3 +105,22 @@ func TestFenceConfigStateDir(t *testing.T) {
 	_, _, err := f.confine(hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: filepath.Dir(cfgState), Network: true})
 	require.ErrorContains(t, err, "contains "+cfgState)
 }
+
+// TestFenceDanglingLink: a protected path reached through a symlink whose
+// target does not exist yet is protected at that target (a job could
+// create it there).
+func TestFenceDanglingLink(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	links := t.TempDir()
+	link := filepath.Join(links, "cfglink")
+	require.NoError(t, os.Symlink(filepath.Join(ws, "conf"), link)) // dangling
+	cfg := filepath.Join(link, "paddock", "config.toml")
+	f := FenceFor(t.TempDir(), Config{Path: cfg})
+	_, _, err := f.confine(hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: ws, Network: true})
+	require.ErrorContains(t, err, "contains "+filepath.Join(ws, "conf", "paddock", "config.toml"))
+	require.Equal(t, filepath.Join(ws, "conf", "paddock", "config.toml"), canonicalPrefix(cfg))
+	// Relative links and .. resolve like the kernel's.
+	require.NoError(t, os.Symlink("../"+filepath.Base(ws)+"/x", filepath.Join(links, "rel")))
+	require.Equal(t, filepath.Join(filepath.Dir(links), filepath.Base(ws), "x", "y"), canonicalPrefix(filepath.Join(links, "rel", "y")))
+}
