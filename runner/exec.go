@@ -335,7 +335,7 @@ func (f Fence) check(pol sandbox.Policy) error {
 	for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
 		for _, pr := range f.protected {
 			if inside(pr, w) {
-				return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could rewrite the queue or the config): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", w, pr)
+				return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", w, pr)
 			}
 		}
 		if f.stateDir != "" && inside(w, f.stateDir) && !(inside(w, workspaces) && w != workspaces) {

@@ -48,11 +48,27 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "paddock-state")
 }
 
-// defaultPaths are the state directories and the config a plain `paddock`
-// (no flags) would use here: kept out of every job's reach
-// (runner.Executor.Protect) even by a worker that uses others.
+// defaultPaths are the paths kept out of every job's reach
+// (runner.Executor.Protect) beyond the worker's own state and config: the
+// state directories and the config a plain `paddock` (no flags) would use
+// here, the paddock binary, and every place on $PATH where a `bwrap` would
+// be found first (the probe looks bwrap up on $PATH at each start: a job
+// that could write one there would have it run on the host).
 func defaultPaths() []string {
 	ps := []string{defaultStateDir(), defaultConfigPath()}
+	if exe, err := os.Executable(); err == nil {
+		ps = append(ps, exe)
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(d) {
+			continue // exec.LookPath refuses relative entries
+		}
+		p := filepath.Join(d, "bwrap")
+		ps = append(ps, p)
+		if _, err := os.Stat(p); err == nil {
+			break // the one found: later entries are never reached
+		}
+	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		ps = append(ps, filepath.Join(d, "paddock"))
 	}
