@@ -65,8 +65,8 @@ func defaultPaths() []string {
 		}
 		p := filepath.Join(d, "bwrap")
 		ps = append(ps, p)
-		if _, err := os.Stat(p); err == nil {
-			break // the one found: later entries are never reached
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			break // what exec.LookPath finds: later entries are never reached
 		}
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
