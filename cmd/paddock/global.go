@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -57,7 +58,10 @@ func defaultStateDir() string {
 func defaultPaths() []string {
 	ps := []string{defaultStateDir(), defaultConfigPath()}
 	if exe, err := os.Executable(); err == nil {
-		ps = append(ps, exe)
+		ps = append(ps, exe) // the binary itself, links resolved
+	}
+	if typed, err := exec.LookPath(os.Args[0]); err == nil {
+		ps = append(ps, typed) // and the name that was run (a link on $PATH, say)
 	}
 	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
 		if !filepath.IsAbs(d) {
