@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,13 +46,25 @@ type Executor struct {
 	// again instead of trusting a report the host no longer matches.
 	// Defaults to "" (nothing removed).
 	ProbeCache string
-	// Protect are more paths kept out of every job's reach (see [Fence]):
-	// the CLI passes the default state directory and config path, which a
-	// plain `paddock` would use even when this worker uses others.
-	// Defaults to none.
-	Protect []string
+	// Fence is what jobs may not write (see [Fence]). The CLI passes
+	// FenceFor with its defaults (the state directories and config a plain
+	// `paddock` would use, its binary, bwrap on $PATH). Defaults to
+	// FenceFor(StateDir, Config), built once at the first job.
+	Fence *Fence
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+
+	fenceOnce    sync.Once
+	defaultFence Fence
+}
+
+// fence returns e.Fence, or the default one built once.
+func (e *Executor) fence() Fence {
+	if e.Fence != nil {
+		return *e.Fence
+	}
+	e.fenceOnce.Do(func() { e.defaultFence = FenceFor(e.StateDir, e.Config) })
+	return e.defaultFence
 }
 
 // ExecParams are the inputs of one attempt.
@@ -87,7 +100,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
 	// cannot show, say) never reaches the hooks: it is the job's fault, not
 	// a policy decision, and the hooks would only see an error.
-	fence := FenceFor(e.StateDir, e.Config, e.Protect...)
+	fence := e.fence()
 	if _, _, err := fence.confine(hj); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
@@ -334,11 +347,11 @@ func (f Fence) check(pol sandbox.Policy) error {
 	workspaces := filepath.Join(f.stateDir, "workspaces")
 	for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
 		for _, pr := range f.protected {
-			if inside(pr, w) {
+			if sandbox.Within(pr, w) {
 				return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", w, pr)
 			}
 		}
-		if f.stateDir != "" && inside(w, f.stateDir) && !(inside(w, workspaces) && w != workspaces) {
+		if f.stateDir != "" && sandbox.Within(w, f.stateDir) && !(sandbox.Within(w, workspaces) && w != workspaces) {
 			return fmt.Errorf("runner: %s is inside paddock's state directory %s: a job may only write its own workspace under %s", w, f.stateDir, workspaces)
 		}
 	}
@@ -377,11 +390,6 @@ func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
 	}
 	argv, err := sandbox.Confine(j.Argv, pol)
 	return pol, argv, err
-}
-
-// inside reports whether path is dir or below it (both clean and absolute).
-func inside(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+"/") || dir == "/"
 }
 
 // loaderEnv are the variables that change what a dynamically linked

@@ -147,11 +147,11 @@ func (p Policy) visible(dir string) error {
 		return nil
 	}
 	for _, k := range kernelDirs {
-		if within(dir, k) {
+		if Within(dir, k) {
 			return fmt.Errorf("sandbox: cwd %q is under %s, which the sandbox replaces: %w", dir, k, ErrBadPath)
 		}
 	}
-	if within(dir, "/tmp") {
+	if Within(dir, "/tmp") {
 		return fmt.Errorf("sandbox: cwd %q is under /tmp, which is a fresh tmpfs inside the sandbox; use a directory inside the workspace or a writable root: %w", dir, ErrBadPath)
 	}
 	return nil
@@ -160,19 +160,20 @@ func (p Policy) visible(dir string) error {
 // inBind reports whether dir is the workspace, a writable root, or under
 // one of them.
 func (p Policy) inBind(dir string) bool {
-	if p.workspace != "" && within(dir, p.workspace) {
+	if p.workspace != "" && Within(dir, p.workspace) {
 		return true
 	}
 	for _, w := range p.writable {
-		if within(dir, w) {
+		if Within(dir, w) {
 			return true
 		}
 	}
 	return false
 }
 
-// within reports whether path is dir or below it (both clean and absolute).
-func within(path, dir string) bool {
+// Within reports whether path is dir or below it (both clean and
+// absolute); everything is within "/".
+func Within(path, dir string) bool {
 	if dir == "/" {
 		return true
 	}
@@ -193,7 +194,7 @@ func canonicalRoot(field, raw string) (string, error) {
 		return "", fmt.Errorf("sandbox: %s %q is the system directory %s; use a directory below it: %w", field, raw, c, ErrBadPath)
 	}
 	for _, k := range kernelDirs {
-		if within(c, k) {
+		if Within(c, k) {
 			return "", fmt.Errorf("sandbox: %s %q is under %s, which cannot be bound into the sandbox: %w", field, raw, k, ErrBadPath)
 		}
 	}

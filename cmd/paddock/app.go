@@ -24,6 +24,17 @@ type app struct {
 	cfg      runner.Config
 	stateDir string
 	store    queue.Store
+	fenced   *runner.Fence // built once by fence
+}
+
+// fence is what jobs may not write: the state directory, the config and
+// hooks, and defaultPaths. Built once per command.
+func (a *app) fence() *runner.Fence {
+	if a.fenced == nil {
+		f := runner.FenceFor(a.stateDir, a.cfg, defaultPaths()...)
+		a.fenced = &f
+	}
+	return a.fenced
 }
 
 // loadConfig reads --config (a missing file at the default path is fine)
@@ -86,7 +97,7 @@ func (a *app) newChain(ctx context.Context) (*hooks.Chain, error) {
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:    a.cfg.HookConfigs(),
 		CacheDir: filepath.Join(a.stateDir, "cache", "wazero"),
-		Sandbox:  runner.FenceFor(a.stateDir, a.cfg, defaultPaths()...).SandboxInfo,
+		Sandbox:  a.fence().SandboxInfo,
 	})
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}

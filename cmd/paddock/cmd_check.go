@@ -71,7 +71,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		return err
 	}
 	defer os.RemoveAll(placeholder)
-	ex := &runner.Executor{Config: cfg, StateDir: stateDir, Protect: defaultPaths()}
+	ex := &runner.Executor{Config: cfg, StateDir: stateDir, Fence: a.fence()}
 	out := cmd.OutOrStdout()
 	denied := 0
 	for i, spec := range files[0].specs {
@@ -84,7 +84,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			}
 		}
 		hj := ex.HookJob(job, ws, 1)
-		if _, err := runner.FenceFor(stateDir, cfg, defaultPaths()...).SandboxInfo(hj); err != nil {
+		if _, err := a.fence().SandboxInfo(hj); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
 			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
@@ -107,7 +107,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
 		if res.Verdict == hooks.VerdictAllow {
-			info, err := runner.FenceFor(stateDir, cfg, defaultPaths()...).SandboxInfo(res.Job)
+			info, err := a.fence().SandboxInfo(res.Job)
 			if err != nil {
 				// Allowed, but the sandbox cannot be built for it: every
 				// attempt would fail before the command runs.

@@ -66,7 +66,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	defer chain.Close(context.Background())
-	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr, ProbeCache: probeCachePath(a.stateDir), Protect: defaultPaths()}
+	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr, ProbeCache: probeCachePath(a.stateDir), Fence: a.fence()}
 
 	if err := checkHookNames(a.cfg, files); err != nil {
 		return err

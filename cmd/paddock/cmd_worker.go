@@ -144,7 +144,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		Store: a.store,
 		Executor: &runner.Executor{
 			Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
-			ProbeCache: probeCachePath(a.stateDir), Protect: defaultPaths(),
+			ProbeCache: probeCachePath(a.stateDir), Fence: a.fence(),
 		},
 		Inbox:       inbox,
 		Concurrency: opts.Concurrency,

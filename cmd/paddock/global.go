@@ -50,7 +50,7 @@ func defaultStateDir() string {
 }
 
 // defaultPaths are the paths kept out of every job's reach
-// (runner.Executor.Protect) beyond the worker's own state and config: the
+// (runner.Executor.Fence) beyond the worker's own state and config: the
 // state directories and the config a plain `paddock` (no flags) would use
 // here, the paddock binary, and every place on $PATH where a `bwrap` would
 // be found first (the probe looks bwrap up on $PATH at each start: a job
