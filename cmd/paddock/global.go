@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/internal/suggest"
 	"paddock/runner"
 )
 
@@ -129,5 +130,57 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newHookCommand(gopts),
 		newSchedulesCommand(gopts),
 	)
+	markUsageErrors(root)
 	return root
+}
+
+// markUsageErrors makes cobra's own errors (an unknown flag or a flag that
+// does not parse, the wrong number of arguments, an unknown command)
+// usage errors, exit 2, like paddock's: `paddock run` must not exit 1,
+// which is also "the job exited 1", for a typo.
+func markUsageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	if c.Args != nil {
+		args := c.Args
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
+	} else if c.HasSubCommands() {
+		// Any argument left over is an unknown subcommand; none shows the
+		// help, as cobra does.
+		c.Args = cobra.ArbitraryArgs
+		if !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, a []string) error {
+				if len(a) > 0 {
+					return usagef("unknown command %q for %q%s", a[0], cmd.CommandPath(), suggestCommand(cmd, a[0]))
+				}
+				return cmd.Help()
+			}
+		} else {
+			run := c.RunE
+			c.RunE = func(cmd *cobra.Command, a []string) error {
+				if len(a) > 0 {
+					return usagef("unknown command %q for %q%s", a[0], cmd.CommandPath(), suggestCommand(cmd, a[0]))
+				}
+				return run(cmd, a)
+			}
+		}
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
+	}
+}
+
+// suggestCommand is a did-you-mean among cmd's subcommands.
+func suggestCommand(cmd *cobra.Command, name string) string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return suggest.DidYouMean(name, names)
 }

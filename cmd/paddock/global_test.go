@@ -29,3 +29,23 @@ func TestDefaultPathsBwrapOnPath(t *testing.T) {
 	require.NotContains(t, ps, filepath.Join(afterD, "bwrap"), "never reached")
 	require.NotContains(t, ps, filepath.Join("relative", "bwrap"))
 }
+
+// TestCobraErrorsAreUsageErrors: an unknown flag, a flag that does not
+// parse, a wrong number of arguments and an unknown command exit 2, like
+// paddock's own bad input; `paddock run` keeps 1 for "the job exited 1".
+func TestCobraErrorsAreUsageErrors(t *testing.T) {
+	t.Setenv("PADDOCK_STATE_DIR", t.TempDir())
+	for _, args := range [][]string{
+		{"run", "--bogus", "x.toml"},
+		{"run"},
+		{"submit"},
+		{"bogus-cmd"},
+		{"ls", "--limit", "x"},
+		{"worker", "--concurrency", "x"},
+		{"schedules", "bogus"},
+		{"hook", "bogus"},
+	} {
+		require.Equal(t, exitUsage, run(t.Context(), args), "paddock %v", args)
+	}
+	require.Equal(t, exitOK, run(t.Context(), []string{"--help"}))
+}
