@@ -56,6 +56,10 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		return err
 	}
 	a := &app{cfg: cfg, stateDir: stateDir}
+	// As submit and run refuse the file, so does check.
+	if err := checkHookNames(cfg, files); err != nil {
+		return err
+	}
 	if _, err := probeSandbox(ctx, stateDir); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock: warning: %v (confined argv shown for the default bwrap)\n", err)
 	}
