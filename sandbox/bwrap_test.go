@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -334,6 +335,106 @@ func TestSetsidGrandchildDies(t *testing.T) {
 		require.Equal(t, OutcomeFailed, c.Outcome)
 		require.Equal(t, "SIGKILL", c.Signal)
 		require.Eventually(t, func() bool { return len(pidsWith(tok)) == 0 }, 10*time.Second, 20*time.Millisecond, "setsid grandchild outlived bwrap: %v", pidsWith(tok))
+	})
+}
+
+// TestInitWatch: bwrap reports the command's exit code while other
+// processes of the sandbox still live (its init reports through an
+// eventfd and keeps reaping), so the exit-code record does not mean the
+// job is over. The init's exit does: when InitWatch is done, the job's
+// setsid daemon and its plain background process are dead, and before
+// that they were alive. A job without stragglers is done without
+// waiting for anyone to kill bwrap; the watch of a reaped init is done at
+// once; a status without the init is refused.
+func TestInitWatch(t *testing.T) {
+	matrix(t, func(t *testing.T, d Discovery, u who) {
+		ws := hostDir(t, "", u.uid)
+		p := mustPolicy(t, PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: true})
+		start := func(script string, args ...string) (*exec.Cmd, chan Status, chan Status) {
+			argv, err := ConfineWith(sh(script, args...), p, d)
+			require.NoError(t, err)
+			pr, pw, err := os.Pipe()
+			require.NoError(t, err)
+			t.Cleanup(func() { pr.Close() })
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.ExtraFiles = []*os.File{pw}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: u.cred}
+			require.NoError(t, cmd.Start())
+			pw.Close()
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+			records := make(chan Status, 4)
+			done := make(chan Status, 1)
+			go func() {
+				st, err := WatchStatus(pr, func(s Status) { records <- s })
+				assert.NoError(t, err)
+				done <- st
+			}()
+			return cmd, records, done
+		}
+		next := func(records chan Status) Status {
+			select {
+			case s := <-records:
+				return s
+			case <-time.After(20 * time.Second):
+				t.Fatal("no status record")
+				return Status{}
+			}
+		}
+
+		// Stragglers: the command exits, its daemons sleep on.
+		tok := "1000." + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+		cmd, records, done := start(`setsid sleep "$1" </dev/null >/dev/null 2>&1 & sleep "$1" </dev/null >/dev/null 2>&1 &
+while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
+		child := next(records)
+		require.NotZero(t, child.ChildPID)
+		require.NotZero(t, child.PidNamespace, "bwrap 0.5 and later report the pid namespace")
+		w, err := WatchInit(child)
+		require.NoError(t, err)
+		defer w.Stop()
+		require.Eventually(t, func() bool { return len(pidsWith(tok)) == 2 }, 10*time.Second, 10*time.Millisecond, "the job's two background processes never started")
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "go"), nil, 0o644)) // the command exits now
+		exited := next(records)
+		require.True(t, exited.Ran)
+		require.Equal(t, 7, exited.ExitCode)
+		// Only bwrap's exit kills the init, and with it the stragglers:
+		// the exit-code record alone proves nothing.
+		select {
+		case <-w.Done():
+			// bwrap may already be gone; then so must the stragglers be.
+		case <-time.After(5 * time.Second):
+			t.Fatal("the init did not exit after bwrap reported the exit code")
+		}
+		require.Empty(t, pidsWith(tok), "processes of the job were alive after the sandbox's init exited")
+		_ = cmd.Wait()
+		require.Equal(t, 7, cmd.ProcessState.ExitCode())
+		require.Equal(t, exited, <-done)
+
+		// No stragglers: the init exits by itself once the command has.
+		_, records, _ = start(`exit 3`)
+		child = next(records)
+		w2, err := WatchInit(child)
+		require.NoError(t, err)
+		defer w2.Stop()
+		select {
+		case <-w2.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the init of a finished job did not exit")
+		}
+		// Once reaped, the same status is done at once.
+		require.Eventually(t, func() bool {
+			w3, err := WatchInit(child)
+			require.NoError(t, err)
+			defer w3.Stop()
+			select {
+			case <-w3.Done():
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, 10*time.Millisecond)
+
+		_, err = WatchInit(Status{ChildPID: child.ChildPID})
+		require.ErrorIs(t, err, ErrInitUnknown)
 	})
 }
 

@@ -26,18 +26,39 @@ type Status struct {
 	// ExitCode is the command's exit status when Ran (128+n when the
 	// command was killed by signal n inside the pid namespace).
 	ExitCode int
+	// PidNamespace is the inode number of the sandbox's pid namespace, as
+	// bwrap reports it with the child pid ("pid-namespace"); 0 when it
+	// did not.
+	PidNamespace uint64
 }
 
 // ReadStatus reads bwrap's JSON status stream from r until EOF. The caller
 // owns r. An empty stream is a valid Status with Ran false. A malformed
 // stream returns what was read so far and an error.
 func ReadStatus(r io.Reader) (Status, error) {
+	return WatchStatus(r, nil)
+}
+
+// WatchStatus is [ReadStatus] that also calls onRecord, on the caller's
+// goroutine, with the status so far after each record, as soon as it
+// arrives (bwrap writes the child-pid record once the sandbox's first
+// process exists, the exit-code record once the command has exited).
+// onRecord may be nil.
+//
+// The exit-code record does not mean that the job's processes are gone:
+// bwrap's init inside the sandbox reports the command's exit through an
+// eventfd at once, and keeps running (and reaping) while other processes
+// of the sandbox live; they die when the init does, which the kernel
+// kills when bwrap exits (--die-with-parent), with the whole pid
+// namespace (pid_namespaces(7)). [AwaitInit] waits for that.
+func WatchStatus(r io.Reader, onRecord func(Status)) (Status, error) {
 	var s Status
 	dec := json.NewDecoder(r)
 	for {
 		var rec struct {
-			ChildPID *int `json:"child-pid"`
-			ExitCode *int `json:"exit-code"`
+			ChildPID *int    `json:"child-pid"`
+			PidNS    *uint64 `json:"pid-namespace"`
+			ExitCode *int    `json:"exit-code"`
 		}
 		if err := dec.Decode(&rec); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -48,9 +69,15 @@ func ReadStatus(r io.Reader) (Status, error) {
 		if rec.ChildPID != nil {
 			s.ChildPID = *rec.ChildPID
 		}
+		if rec.PidNS != nil {
+			s.PidNamespace = *rec.PidNS
+		}
 		if rec.ExitCode != nil {
 			s.Ran = true
 			s.ExitCode = *rec.ExitCode
+		}
+		if onRecord != nil {
+			onRecord(s)
 		}
 	}
 }

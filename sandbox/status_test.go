@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +20,7 @@ func TestReadStatus(t *testing.T) {
 		wantErr bool
 	}{
 		{"", Status{}, false},
-		{`{ "child-pid": 12, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }` + "\n", Status{ChildPID: 12}, false},
+		{`{ "child-pid": 12, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }` + "\n", Status{ChildPID: 12, PidNamespace: 4026532178}, false},
 		{`{ "child-pid": 12 }` + "\n" + `{ "exit-code": 0 }` + "\n", Status{ChildPID: 12, Ran: true}, false},
 		{`{ "child-pid": 12 }` + "\n" + `{ "exit-code": 137 }` + "\n", Status{ChildPID: 12, Ran: true, ExitCode: 137}, false},
 		{`{ "child-pid": 12 }` + "\n" + `{ "exit-co`, Status{ChildPID: 12}, true},
@@ -27,6 +30,38 @@ func TestReadStatus(t *testing.T) {
 		require.Equal(t, tc.wantErr, err != nil, "%q: %v", tc.in, err)
 		require.Equal(t, tc.want, got, tc.in)
 	}
+}
+
+// TestWatchStatusEarly: each record reaches the callback as it arrives,
+// before the stream ends.
+func TestWatchStatusEarly(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe()
+	seen := make(chan Status, 3)
+	done := make(chan Status, 1)
+	go func() {
+		st, err := WatchStatus(pr, func(s Status) { seen <- s })
+		assert.NoError(t, err)
+		done <- st
+	}()
+	next := func() Status {
+		select {
+		case s := <-seen:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("no callback while the stream was still open")
+			return Status{}
+		}
+	}
+	_, err := io.WriteString(pw, `{ "child-pid": 12, "mnt-namespace": 4026532177, "pid-namespace": 4026532178 }`+"\n")
+	require.NoError(t, err)
+	require.Equal(t, Status{ChildPID: 12, PidNamespace: 4026532178}, next())
+	_, err = io.WriteString(pw, `{ "exit-code": 3 }`+"\n")
+	require.NoError(t, err)
+	require.Equal(t, Status{ChildPID: 12, PidNamespace: 4026532178, Ran: true, ExitCode: 3}, next())
+	require.NoError(t, pw.Close())
+	require.Equal(t, Status{ChildPID: 12, PidNamespace: 4026532178, Ran: true, ExitCode: 3}, <-done)
+	require.Empty(t, seen)
 }
 
 // states returns real process states: exit 0, exit 1, killed by SIGKILL.
