@@ -43,12 +43,17 @@ type WorkerOptions struct {
 	Inbox *queue.Inbox
 	// ID names the worker in leases and events. Defaults to host:pid.
 	ID string
-	// Concurrency is how many jobs run at once. A job's slot frees when
-	// its attempt ends (the process is gone), before the attempt is
-	// recorded: the next claim goes first, then the record is written while
-	// the next job starts. The store may therefore show a finished job as
-	// running for the millisecond its record takes, beside Concurrency
-	// others. Defaults to Executor.Config.Concurrency.
+	// Concurrency is how many jobs run at once: at most this many jobs
+	// ever have processes alive. A slot frees in two steps. When a
+	// confined job's command exits (bwrap's exit-code record), the next
+	// job is claimed and its hooks decide while the sandbox is torn down
+	// (about a millisecond); its process starts only once every process
+	// of the previous job is gone (the sandbox's init has exited:
+	// ExecParams.Ended). The attempt is recorded after that claim, while
+	// the next job runs. So for about a millisecond the store may show
+	// one more job as running than Concurrency, and the next attempt's
+	// start may precede the previous one's end; processes never overlap.
+	// Defaults to Executor.Config.Concurrency.
 	Concurrency int
 	// Drain makes Run return once nothing is queued or running.
 	Drain  bool
@@ -75,7 +80,8 @@ type Worker struct {
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // job id -> cancel, until recorded
-	running  int                      // jobs whose attempt has not ended
+	running  int                      // claimed jobs whose command has not exited: the claim slots in use
+	procs    chan struct{}            // one token per job process alive: at most Concurrency
 	pass     chan struct{}            // closed at the end of the loop's next claim pass
 	loopDone bool                     // the loop claims no more; pass stays closed
 	summary  Summary
@@ -96,7 +102,8 @@ func NewWorker(o WorkerOptions) *Worker {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Worker{o: o, abort: make(chan struct{}), inflight: map[string]chan struct{}{},
-		pass: make(chan struct{}), summary: Summary{Finished: map[queue.JobState]int{}}}
+		procs: make(chan struct{}, o.Concurrency),
+		pass:  make(chan struct{}), summary: Summary{Finished: map[queue.JobState]int{}}}
 }
 
 // Abort stops running jobs at once (SIGKILL) and makes Run return; their
@@ -303,21 +310,26 @@ func (w *Worker) passDone(last bool) {
 	w.pass = make(chan struct{})
 }
 
-// runOne executes and records one claimed job. When the attempt ends it
+// runOne executes and records one claimed job. When the job's processes
+// have ended (ExecParams.Ended; at the latest when Execute returns) it
 // frees the job's slot and wakes the loop, waits for the loop's claim
 // (the store has one writer: the next job's claim should not queue behind
 // this record), then records the attempt and wakes the loop again (the
 // record may have released dependent jobs, and drain waits for it).
 func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel chan struct{}, wakeLoop func()) {
-	ended := false
+	// endAttempt frees the slot, once, and returns the claim pass that was
+	// current then: the one whose claim the record lets go first.
+	freed := false
+	var pass <-chan struct{}
 	endAttempt := func() <-chan struct{} {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if !ended {
-			ended = true
+		if !freed {
+			freed = true
 			w.running--
+			pass = w.pass
 		}
-		return w.pass
+		return pass
 	}
 	defer func() {
 		endAttempt()
@@ -330,9 +342,46 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
 	log.Info("claimed")
 	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: w.o.ID})
-	att := w.o.Executor.Execute(hard, ExecParams{Job: j, Attempt: attempt, Cancel: cancel})
+	// Two steps free the slot. When the job's command has exited
+	// (Exiting), the next job may be claimed and decided while the
+	// sandbox is torn down; its process starts only once every process
+	// of this job is gone (Ended releases the process token that
+	// SpawnGate takes). So at most Concurrency jobs ever have processes.
+	var procMu sync.Mutex
+	holding := false
+	releaseProc := func() {
+		procMu.Lock()
+		defer procMu.Unlock()
+		if holding {
+			holding = false
+			<-w.procs
+		}
+	}
+	defer releaseProc()
+	gate := func(ctx context.Context) error {
+		select {
+		case w.procs <- struct{}{}:
+			procMu.Lock()
+			holding = true
+			procMu.Unlock()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	exiting := func() {
+		endAttempt()
+		wakeLoop()
+	}
+	ended := func() {
+		releaseProc()
+		endAttempt()
+		wakeLoop()
+	}
+	att := w.o.Executor.Execute(hard, ExecParams{Job: j, Attempt: attempt, Cancel: cancel, SpawnGate: gate, Exiting: exiting, Ended: ended})
+	releaseProc()
 	att.WorkerID = w.o.ID
-	pass := endAttempt()
+	pass = endAttempt()
 	wakeLoop()
 	if att.Outcome == queue.OutcomeInterrupted {
 		log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason)

@@ -1,0 +1,98 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/hooks"
+	"paddock/internal/e2etest"
+	"paddock/queue"
+)
+
+// TestExecuteEndedMeansJobGone: for a confined job whose command exits
+// while a setsid daemon and a background process of it still sleep,
+// Execute calls Exiting (bwrap's exit-code record), then Ended once, and
+// when Ended is called no process of the job is alive any more: the
+// worker starts the next job's process only then. The attempt ends at
+// Ended. A job the hooks deny starts nothing and calls neither.
+func TestExecuteEndedMeansJobGone(t *testing.T) {
+	rep := e2etest.RequireBwrap(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { chain.Close(ctx) })
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: chain, Probe: rep}
+
+	for run := range 3 {
+		tok := "1000." + strconv.Itoa(int(time.Now().UnixNano()%1000000)) + strconv.Itoa(run)
+		src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws,
+			`setsid sleep "$1" </dev/null >/dev/null 2>&1 & sleep "$1" </dev/null >/dev/null 2>&1 & sleep 0.1; exit 0`, tok)
+		specs, err := queue.Parse("job.toml", []byte(src), dir)
+		require.NoError(t, err)
+		job := queue.Job{ID: "job" + strconv.Itoa(run), Spec: specs[0]}
+
+		var mu sync.Mutex
+		var events []string
+		var left []int
+		var endedAt time.Time
+		att := e.Execute(ctx, ExecParams{Job: job, Attempt: 1,
+			Exiting: func() { mu.Lock(); events = append(events, "exiting"); mu.Unlock() },
+			Ended: func() {
+				l := sleepers(tok)
+				mu.Lock()
+				events = append(events, "ended")
+				left, endedAt = l, time.Now()
+				mu.Unlock()
+			},
+		})
+		require.Equal(t, queue.OutcomeSucceeded, att.Outcome, att.Reason)
+		require.Equal(t, []string{"exiting", "ended"}, events)
+		require.Empty(t, left, "processes of the job were alive when Ended was called")
+		require.False(t, att.EndedAt.After(endedAt), "the attempt ends when its processes have")
+	}
+
+	// Denied before anything starts: neither callback.
+	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/true\"]\ncwd = \"/nonexistent-dir\"\n", ws)
+	specs, err := queue.Parse("job.toml", []byte(src), dir)
+	require.NoError(t, err)
+	called := false
+	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "never", Spec: specs[0]}, Attempt: 1,
+		Exiting: func() { called = true }, Ended: func() { called = true }})
+	require.Equal(t, queue.OutcomeRunnerFailed, att.Outcome)
+	require.False(t, called)
+}
+
+// sleepers lists host pids of live "sleep" processes whose arguments
+// contain tok.
+func sleepers(tok string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.HasPrefix(b, []byte("sleep\x00")) || !bytes.Contains(b, []byte(tok)) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
+			continue // a zombie is dead
+		}
+		out = append(out, pid)
+	}
+	return out
+}
