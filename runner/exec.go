@@ -187,8 +187,22 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 
 	timeout := time.Duration(final.TimeoutS * float64(time.Second))
 	if p.SpawnGate != nil {
-		if err := p.SpawnGate(ctx); err != nil {
-			return finish(queue.OutcomeInterrupted, "worker stopped before the job started")
+		// A cancel also ends the wait: the job is then never started.
+		gateCtx, stopGate := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-p.Cancel:
+				stopGate()
+			case <-gateCtx.Done():
+			}
+		}()
+		err := p.SpawnGate(gateCtx)
+		stopGate()
+		if err != nil {
+			if ctx.Err() != nil {
+				return finish(queue.OutcomeInterrupted, "worker stopped before the job started")
+			}
+			return finish(queue.OutcomeCanceled, "canceled before it started")
 		}
 	}
 	exiting := func() {}
@@ -590,11 +604,12 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	// the job's slot can free then (ExecParams.Ended).
 	statusCh := make(chan sandbox.Status, 1)
 	var (
-		watchMu sync.Mutex
-		watch   *sandbox.InitWatch
+		watchMu  sync.Mutex
+		watch    *sandbox.InitWatch
+		finished bool           // spawn is returning: no new watch
+		watchers sync.WaitGroup // the watch's goroutine, done before spawn returns
 	)
 	spawnDone := make(chan struct{})
-	defer close(spawnDone)
 	if statusR != nil {
 		go func() {
 			st, err := sandbox.WatchStatus(io.LimitReader(statusR, 1<<20), func(s sandbox.Status) {
@@ -603,7 +618,7 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 				}
 				watchMu.Lock()
 				defer watchMu.Unlock()
-				if watch != nil || s.ChildPID == 0 {
+				if finished || watch != nil || s.ChildPID == 0 {
 					return
 				}
 				w, err := sandbox.WatchInit(s)
@@ -611,10 +626,14 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 					return // told by bwrap's exit instead
 				}
 				watch = w
+				watchers.Add(1)
 				go func() {
+					defer watchers.Done()
 					select {
 					case <-w.Done():
-						p.ended()
+						if ctx.Err() == nil { // a hard stop came first: not ended
+							p.ended()
+						}
 					case <-spawnDone:
 					}
 				}()
@@ -679,6 +698,7 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	// with bwrap (--die-with-parent), and the job is over once it has.
 	watchMu.Lock()
 	w := watch
+	finished = true
 	watchMu.Unlock()
 	if w != nil {
 		select {
@@ -686,6 +706,10 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		case <-time.After(2 * time.Second):
 			// Not seen in practice; the attempt ends all the same.
 		}
+	}
+	close(spawnDone)
+	watchers.Wait() // Ended is never called after spawn returns
+	if w != nil {
 		w.Stop()
 	}
 	if res.stopped != stopHard {

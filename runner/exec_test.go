@@ -96,3 +96,42 @@ func sleepers(tok string) []int {
 	}
 	return out
 }
+
+// TestExecuteSpawnGate: a job waiting at the gate starts once the gate
+// lets it; a cancel or a hard stop while it waits ends the attempt with
+// nothing started (canceled, interrupted), and Ended is not called.
+func TestExecuteSpawnGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { chain.Close(ctx) })
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: chain}
+	marker := filepath.Join(dir, "ran")
+	specs, err := queue.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
+	require.NoError(t, err)
+	job := queue.Job{ID: "gated", Spec: specs[0]}
+	blocked := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+
+	cancel := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(cancel) })
+	ended := false
+	att := e.Execute(ctx, ExecParams{Job: job, Attempt: 1, Cancel: cancel, SpawnGate: blocked, Ended: func() { ended = true }})
+	require.Equal(t, queue.OutcomeCanceled, att.Outcome, att.Reason)
+	require.False(t, ended)
+
+	hard, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	att = e.Execute(hard, ExecParams{Job: job, Attempt: 1, SpawnGate: blocked, Ended: func() { ended = true }})
+	require.Equal(t, queue.OutcomeInterrupted, att.Outcome, att.Reason)
+	require.False(t, ended)
+	require.NoFileExists(t, marker, "a job stopped at the gate must not run")
+
+	open := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(open) })
+	att = e.Execute(ctx, ExecParams{Job: job, Attempt: 1, SpawnGate: func(context.Context) error { <-open; return nil }, Ended: func() { ended = true }})
+	require.Equal(t, queue.OutcomeSucceeded, att.Outcome, att.Reason)
+	require.True(t, ended)
+	require.FileExists(t, marker)
+}
