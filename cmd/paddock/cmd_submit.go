@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -190,21 +191,43 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	if timeout > 0 {
 		deadline = time.After(timeout)
 	}
+	// Workers append a "finished" event to <state>/events.jsonl after each
+	// record: a change there wakes the wait at once. Polling every
+	// waitPoll stays the fallback (no events file yet, no inotify, a
+	// worker on another machine).
+	wake := watchEvents(filepath.Join(a.stateDir, eventsFile))
+	defer wake.close()
 	final := map[string]queue.Job{}
+	next := 0 // ids[:next] are final
 	for {
-		for _, id := range ids {
+		// Jobs tend to end in the order they were submitted: look at the
+		// first ones not final yet and stop at the first still pending,
+		// rather than reading every job on every wake. The progress bar
+		// counts all of them.
+		for i := next; i < len(ids); i++ {
+			id := ids[i]
 			if _, ok := final[id]; ok {
+				if i == next {
+					next++
+				}
 				continue
 			}
 			j, err := a.store.JobGet(ctx, id)
 			if err != nil {
 				return err
 			}
-			if isFinal(j.State) {
-				final[id] = j
-				if bar != nil {
-					_ = bar.Add(1)
+			if !isFinal(j.State) {
+				if bar == nil {
+					break
 				}
+				continue
+			}
+			final[id] = j
+			if i == next {
+				next++
+			}
+			if bar != nil {
+				_ = bar.Add(1)
 			}
 		}
 		if len(final) == len(ids) {
@@ -215,7 +238,9 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 			return &exitCodeError{code: exitFailure, err: fmt.Errorf("interrupted while waiting; %d of %d jobs final", len(final), len(ids))}
 		case <-deadline:
 			return &exitCodeError{code: exitFailure, err: fmt.Errorf("timed out waiting; %d of %d jobs final", len(final), len(ids))}
-		case <-time.After(200 * time.Millisecond):
+		case <-wake.c:
+		case <-time.After(waitPoll):
+			wake.retry()
 		}
 	}
 	if bar != nil {
@@ -233,4 +258,65 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) did not succeed", bad, len(ids))}
 	}
 	return nil
+}
+
+// waitPoll is how often a wait looks at the store without being woken.
+const waitPoll = 200 * time.Millisecond
+
+// eventsFile is the worker's event log in the state directory.
+const eventsFile = "events.jsonl"
+
+// eventWatch sends on c (never blocking, at most one pending) when the
+// event log at path is written. Without inotify, or while the file does
+// not exist, c stays quiet; retry tries to watch again.
+type eventWatch struct {
+	path string
+	c    chan struct{}
+	w    *fsnotify.Watcher
+}
+
+func watchEvents(path string) *eventWatch {
+	ew := &eventWatch{path: path, c: make(chan struct{}, 1)}
+	ew.retry()
+	return ew
+}
+
+// retry starts watching if not yet watching and the file exists now.
+func (ew *eventWatch) retry() {
+	if ew.w != nil {
+		return
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return
+	}
+	if err := w.Add(ew.path); err != nil {
+		w.Close()
+		return
+	}
+	ew.w = w
+	go func() {
+		for {
+			select {
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				select {
+				case ew.c <- struct{}{}:
+				default:
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (ew *eventWatch) close() {
+	if ew.w != nil {
+		ew.w.Close()
+	}
 }

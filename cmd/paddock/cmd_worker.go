@@ -130,7 +130,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		}
 	}
 
-	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, "events.jsonl"))
+	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, eventsFile))
 	if err != nil {
 		return fmt.Errorf("event log: %w", err)
 	}
