@@ -35,6 +35,13 @@ type ChainOptions struct {
 	// runtime.GOMAXPROCS(0) when 0. Each idle instance holds its linear
 	// memory (up to the hook's MemoryBytes).
 	MaxIdleInstances int
+	// Prewarm makes one instance of each reactor hook in the background
+	// once the chain is loaded (its _initialize, about 10 ms of CPU for
+	// a Go module), so that the first decision does not pay for it; a
+	// decision that comes first waits for it rather than making a second
+	// one. An instance that fails to start is dropped: decisions then
+	// make their own, and fail as they would have. The worker sets it.
+	Prewarm bool
 }
 
 // Chain is a loaded, compiled chain of hooks. Make one with [NewChain] and
@@ -123,6 +130,13 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 	}
 	if err := firstNonNil(errs); err != nil {
 		return nil, err
+	}
+	if o.Prewarm {
+		for _, h := range c.hooks {
+			if h.abi == ABIReactor {
+				h.prewarm(context.WithoutCancel(ctx))
+			}
+		}
 	}
 	return c, nil
 }

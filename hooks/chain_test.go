@@ -269,3 +269,38 @@ func TestChainConcurrent(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestPrewarm: with Prewarm a reactor hook has one idle instance before
+// any decision, and the first decision uses it (no second instance is
+// made: the pool still holds exactly one afterwards); without it the pool
+// starts empty. Closing a chain while its instance is being made waits
+// for it.
+func TestPrewarm(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Name: "tighten", Path: wasmPath(t, "tighten")}
+	c := newTestChain(t, ChainOptions{Hooks: []Config{cfg}, Prewarm: true, MaxIdleInstances: 4})
+	h := c.byName["tighten"]
+	select {
+	case <-h.warming:
+	case <-time.After(30 * time.Second):
+		t.Fatal("prewarm never finished")
+	}
+	require.Len(t, h.idle, 1)
+	res, err := c.Decide(context.Background(), DecideParams{Job: testJob("")})
+	require.NoError(t, err)
+	require.Equal(t, VerdictAllow, res.Verdict)
+	require.Len(t, h.idle, 1, "the first decision took the prewarmed instance and gave it back")
+
+	cold := newTestChain(t, ChainOptions{Hooks: []Config{cfg}})
+	require.Nil(t, cold.byName["tighten"].warming)
+	require.Empty(t, cold.byName["tighten"].idle)
+
+	quick, err := NewChain(context.Background(), ChainOptions{Hooks: []Config{cfg}, Prewarm: true})
+	require.NoError(t, err)
+	require.NoError(t, quick.Close(context.Background()))
+	select {
+	case <-quick.byName["tighten"].warming:
+	default:
+		t.Fatal("Close returned while the instance was still being made")
+	}
+}

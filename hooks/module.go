@@ -54,6 +54,28 @@ type hook struct {
 	settings json.RawMessage
 	modCfg   wazero.ModuleConfig
 	idle     chan *instance // reactor only: idle instances, at most cap(idle)
+	warming  chan struct{}  // closed when prewarm is over; nil without one
+}
+
+// prewarm makes one instance in the background and leaves it idle
+// (ChainOptions.Prewarm). Called once, before the hook is shared.
+func (h *hook) prewarm(ctx context.Context) {
+	h.warming = make(chan struct{})
+	go func() {
+		defer close(h.warming)
+		callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+		defer cancel()
+		in, err := h.newInstance(callCtx, cancel)
+		if err != nil {
+			return // a decision makes its own, and reports the failure
+		}
+		in.stdout.cancel = nil
+		select {
+		case h.idle <- in:
+		default:
+			_ = in.mod.Close(context.WithoutCancel(ctx))
+		}
+	}()
 }
 
 // loadHook reads, checks, compiles and classifies the module of cfg (which
@@ -164,6 +186,9 @@ func sig(f api.FunctionDefinition, params, results []api.ValueType) bool {
 // close releases the idle instances and the runtime (and every instance
 // still open in it).
 func (h *hook) close(ctx context.Context) error {
+	if h.warming != nil {
+		<-h.warming // bounded by the hook's timeout
+	}
 	if h.idle != nil {
 		for {
 			select {
@@ -242,6 +267,12 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	var in *instance
+	if h.warming != nil {
+		select { // the prewarmed instance is on its way
+		case <-h.warming:
+		case <-callCtx.Done():
+		}
+	}
 	select {
 	case in = <-h.idle:
 	default:

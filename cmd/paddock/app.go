@@ -92,12 +92,14 @@ func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, er
 }
 
 // newChain loads and compiles the config's hook chain, with the
-// compilation cache under the state directory.
-func (a *app) newChain(ctx context.Context) (*hooks.Chain, error) {
+// compilation cache under the state directory. With prewarm (the worker)
+// each reactor hook makes one instance in the background at once.
+func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:    a.cfg.HookConfigs(),
 		CacheDir: filepath.Join(a.stateDir, "cache", "wazero"),
 		Sandbox:  a.fence().SandboxInfo,
+		Prewarm:  prewarm,
 	})
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}

@@ -63,7 +63,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	if _, err := probeSandbox(ctx, stateDir); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock: warning: %v (confined argv shown for the default bwrap)\n", err)
 	}
-	chain, err := a.newChain(ctx)
+	chain, err := a.newChain(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	}
 	defer a.Close()
 	probe, probeErr := probeSandbox(ctx, a.stateDir)
-	chain, err := a.newChain(ctx)
+	chain, err := a.newChain(ctx, false)
 	if err != nil {
 		return err
 	}

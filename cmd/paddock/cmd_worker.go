@@ -111,7 +111,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		rep, err := probeSandbox(ctx, a.stateDir)
 		probeDone <- probed{rep, err}
 	}()
-	chain, err := a.newChain(ctx)
+	chain, err := a.newChain(ctx, true) // one instance per reactor hook made ahead
 	pr := <-probeDone
 	if err != nil {
 		return err
