@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"paddock/sandbox"
@@ -156,6 +157,60 @@ func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rss
 		return 0, 0, fmt.Errorf("worker --drain: %w: %s", err, lastLines(errb.String(), 5))
 	}
 	return wall, rssMiB, nil
+}
+
+// throughputService is one run with the worker already running, as a
+// paddock service runs: `paddock worker --concurrency conc` is started
+// and given time to load its hooks (its event log appears), then the
+// clock runs from `paddock submit --wait` of the batch until it returns,
+// every job final. The worker's start is not in it (scenario 4 measures
+// that); the submit, the worker's wake-up and every job's path are.
+func (b *bench) throughputService(ctx context.Context, conc int) (float64, error) {
+	in, err := b.newInstall("tp-service", b.throughputConfig())
+	if err != nil {
+		return 0, err
+	}
+	ws := filepath.Join(in.dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return 0, err
+	}
+	jobs := filepath.Join(in.dir, "jobs.toml")
+	if err := trivialBatch(jobs, ws, b.o.jobs); err != nil {
+		return 0, err
+	}
+	one := filepath.Join(in.dir, "one.toml")
+	if err := trivialBatch(one, ws, 1); err != nil {
+		return 0, err
+	}
+	if err := in.run(ctx, "check", one); err != nil { // warms <state>/cache/wazero
+		return 0, err
+	}
+	w := in.cmd(ctx, "worker", "--concurrency", strconv.Itoa(conc), "--log-level", "warn")
+	var errb bytes.Buffer
+	w.Stderr = &errb
+	if err := w.Start(); err != nil {
+		return 0, err
+	}
+	defer func() {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		_ = w.Wait()
+	}()
+	events := filepath.Join(in.state, "events.jsonl")
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := os.Stat(events); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("worker not ready after a minute: %s", lastLines(errb.String(), 5))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // past its first (empty) claim pass
+	start := time.Now()
+	if err := in.run(ctx, "submit", "--wait", jobs); err != nil {
+		return 0, err
+	}
+	return time.Since(start).Seconds(), nil
 }
 
 // confinedTrue is the confined argv of /bin/true in workspace ws, exactly
@@ -307,14 +362,20 @@ func (b *bench) throughput(ctx context.Context) error {
 				return err
 			}
 			samples["paddock"] = append(samples["paddock"], s)
+			sv, err := b.throughputService(ctx, conc)
+			if err != nil {
+				return err
+			}
+			samples["service"] = append(samples["service"], sv)
 			if conc == 2 {
 				rss = append(rss, m)
 			}
-			b.logf("throughput -P %d run %d/%d: paddock %.2fs xargs %.2fs", conc, r+1, b.o.runs, s, samples["xargs"][r])
+			b.logf("throughput -P %d run %d/%d: paddock %.2fs (worker running %.2fs) xargs %.2fs", conc, r+1, b.o.runs, s, sv, samples["xargs"][r])
 		}
 		base := fmt.Sprintf("xargs -P %d", conc)
 		b.add("throughput", base, "s", samples["xargs"], "", fmt.Sprintf("%d × confined /bin/true", b.o.jobs))
 		b.add("throughput", fmt.Sprintf("paddock -c %d", conc), "s", samples["paddock"], base, "submit + worker --drain, 1 reactor hook")
+		b.add("throughput", fmt.Sprintf("paddock -c %d, worker running", conc), "s", samples["service"], base, "submit --wait to a running worker, 1 reactor hook")
 		for _, t := range []string{"parallel", "tsp"} {
 			name := fmt.Sprintf("%s -j %d", t, conc)
 			if t == "tsp" {
