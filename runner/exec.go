@@ -21,6 +21,10 @@ import (
 	"paddock/sandbox"
 )
 
+// errCanceledAtGate is the worker's SpawnGate error for a job canceled
+// while it waited for a process slot.
+var errCanceledAtGate = errors.New("canceled before it started")
+
 // stderrTailBytes is how much of the end of stderr the classifier sees.
 const stderrTailBytes = 8 << 10
 
@@ -76,10 +80,11 @@ type ExecParams struct {
 	// Stdout and Stderr, when not nil, receive a live copy of the output.
 	Stdout, Stderr io.Writer
 	// SpawnGate, when not nil, is called right before the job's process
-	// is started, and blocks until it may start (the worker's process
-	// slots). An error (its ctx ended) ends the attempt as interrupted,
-	// with nothing started.
-	SpawnGate func(ctx context.Context) error
+	// is started, with the attempt's ctx and Cancel, and blocks until the
+	// process may start (the worker's process slots). An error ends the
+	// attempt with nothing started: canceled when Cancel was closed,
+	// interrupted when ctx ended.
+	SpawnGate func(ctx context.Context, cancel <-chan struct{}) error
 	// Exiting, when not nil, is called once, from any goroutine, when a
 	// confined job's command has exited (bwrap's exit-code record), while
 	// other processes of its sandbox may still be alive, about a
@@ -187,18 +192,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 
 	timeout := time.Duration(final.TimeoutS * float64(time.Second))
 	if p.SpawnGate != nil {
-		// A cancel also ends the wait: the job is then never started.
-		gateCtx, stopGate := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-p.Cancel:
-				stopGate()
-			case <-gateCtx.Done():
-			}
-		}()
-		err := p.SpawnGate(gateCtx)
-		stopGate()
-		if err != nil {
+		if err := p.SpawnGate(ctx, p.Cancel); err != nil {
 			if ctx.Err() != nil {
 				return finish(queue.OutcomeInterrupted, "worker stopped before the job started")
 			}
@@ -609,7 +603,6 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		finished bool           // spawn is returning: no new watch
 		watchers sync.WaitGroup // the watch's goroutine, done before spawn returns
 	)
-	spawnDone := make(chan struct{})
 	if statusR != nil {
 		go func() {
 			st, err := sandbox.WatchStatus(io.LimitReader(statusR, 1<<20), func(s sandbox.Status) {
@@ -621,22 +614,18 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 				if finished || watch != nil || s.ChildPID == 0 {
 					return
 				}
-				w, err := sandbox.WatchInit(s)
+				watchers.Add(1)
+				w, err := sandbox.WatchInit(s, func(exited bool) {
+					defer watchers.Done()
+					if exited && ctx.Err() == nil { // a hard stop came first: not ended
+						p.ended()
+					}
+				})
 				if err != nil {
+					watchers.Done()
 					return // told by bwrap's exit instead
 				}
 				watch = w
-				watchers.Add(1)
-				go func() {
-					defer watchers.Done()
-					select {
-					case <-w.Done():
-						if ctx.Err() == nil { // a hard stop came first: not ended
-							p.ended()
-						}
-					case <-spawnDone:
-					}
-				}()
 			})
 			if err != nil {
 				st = sandbox.Status{} // a malformed stream proves nothing
@@ -707,11 +696,10 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 			// Not seen in practice; the attempt ends all the same.
 		}
 	}
-	close(spawnDone)
-	watchers.Wait() // Ended is never called after spawn returns
 	if w != nil {
 		w.Stop()
 	}
+	watchers.Wait() // Ended is never called after spawn returns
 	if res.stopped != stopHard {
 		p.ended()
 	}

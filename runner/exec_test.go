@@ -112,7 +112,15 @@ func TestExecuteSpawnGate(t *testing.T) {
 	specs, err := queue.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
 	require.NoError(t, err)
 	job := queue.Job{ID: "gated", Spec: specs[0]}
-	blocked := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	// The worker's gate, with no slot ever free.
+	blocked := func(ctx context.Context, canceled <-chan struct{}) error {
+		select {
+		case <-canceled:
+			return errCanceledAtGate
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 
 	cancel := make(chan struct{})
 	time.AfterFunc(50*time.Millisecond, func() { close(cancel) })
@@ -130,7 +138,7 @@ func TestExecuteSpawnGate(t *testing.T) {
 
 	open := make(chan struct{})
 	time.AfterFunc(50*time.Millisecond, func() { close(open) })
-	att = e.Execute(ctx, ExecParams{Job: job, Attempt: 1, SpawnGate: func(context.Context) error { <-open; return nil }, Ended: func() { ended = true }})
+	att = e.Execute(ctx, ExecParams{Job: job, Attempt: 1, SpawnGate: func(context.Context, <-chan struct{}) error { <-open; return nil }, Ended: func() { ended = true }})
 	require.Equal(t, queue.OutcomeSucceeded, att.Outcome, att.Reason)
 	require.True(t, ended)
 	require.FileExists(t, marker)

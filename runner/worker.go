@@ -201,7 +201,10 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		free := w.o.Concurrency - w.runningCount()
 		claimed := 0
 		if free > 0 {
-			jobs, err := w.o.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration})
+			// Not cancelable: a claim takes a millisecond, and a context
+			// that can be canceled costs the SQLite driver a goroutine and
+			// a progress handler per statement.
+			jobs, err := w.o.Store.JobClaim(context.WithoutCancel(ctx), &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration})
 			if err != nil && ctx.Err() == nil {
 				log.Error("claim", "err", err)
 			}
@@ -358,13 +361,15 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 		}
 	}
 	defer releaseProc()
-	gate := func(ctx context.Context) error {
+	gate := func(ctx context.Context, canceled <-chan struct{}) error {
 		select {
 		case w.procs <- struct{}{}:
 			procMu.Lock()
 			holding = true
 			procMu.Unlock()
 			return nil
+		case <-canceled:
+			return errCanceledAtGate
 		case <-ctx.Done():
 			return ctx.Err()
 		}

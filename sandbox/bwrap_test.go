@@ -388,9 +388,21 @@ while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
 		child := next(records)
 		require.NotZero(t, child.ChildPID)
 		require.NotZero(t, child.PidNamespace, "bwrap 0.5 and later report the pid namespace")
-		w, err := WatchInit(child)
+		doneWith := make(chan bool, 1)
+		w, err := WatchInit(child, func(exited bool) { doneWith <- exited })
 		require.NoError(t, err)
 		defer w.Stop()
+		// A watch stopped while the init lives reports no exit.
+		stoppedWith := make(chan bool, 1)
+		early, err := WatchInit(child, func(exited bool) { stoppedWith <- exited })
+		require.NoError(t, err)
+		early.Stop()
+		require.False(t, <-stoppedWith)
+		select {
+		case <-early.Done():
+			t.Fatal("a stopped watch is done")
+		default:
+		}
 		require.Eventually(t, func() bool { return len(pidsWith(tok)) == 2 }, 10*time.Second, 10*time.Millisecond, "the job's two background processes never started")
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "go"), nil, 0o644)) // the command exits now
 		exited := next(records)
@@ -405,6 +417,7 @@ while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
 			t.Fatal("the init did not exit after bwrap reported the exit code")
 		}
 		require.Empty(t, pidsWith(tok), "processes of the job were alive after the sandbox's init exited")
+		require.True(t, <-doneWith, "onDone reports the exit")
 		_ = cmd.Wait()
 		require.Equal(t, 7, cmd.ProcessState.ExitCode())
 		require.Equal(t, exited, <-done)
@@ -412,7 +425,7 @@ while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
 		// No stragglers: the init exits by itself once the command has.
 		_, records, _ = start(`exit 3`)
 		child = next(records)
-		w2, err := WatchInit(child)
+		w2, err := WatchInit(child, nil)
 		require.NoError(t, err)
 		defer w2.Stop()
 		select {
@@ -422,7 +435,7 @@ while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
 		}
 		// Once reaped, the same status is done at once.
 		require.Eventually(t, func() bool {
-			w3, err := WatchInit(child)
+			w3, err := WatchInit(child, nil)
 			require.NoError(t, err)
 			defer w3.Stop()
 			select {
@@ -433,7 +446,7 @@ while [ ! -e "$2/go" ]; do sleep 0.01; done; exit 7`, tok, ws)
 			}
 		}, 10*time.Second, 10*time.Millisecond)
 
-		_, err = WatchInit(Status{ChildPID: child.ChildPID})
+		_, err = WatchInit(Status{ChildPID: child.ChildPID}, nil)
 		require.ErrorIs(t, err, ErrInitUnknown)
 	})
 }

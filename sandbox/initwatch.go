@@ -36,20 +36,31 @@ type InitWatch struct {
 // init has exited (its pid can only be reused once it was reaped), and
 // the returned watch is done at once.
 //
+// onDone, when not nil, is called exactly once, on the watch's own
+// goroutine, once the watch is over: with true when the init has exited
+// (after Done is closed), with false when Stop came first or the exit
+// could not be told. It is never called when WatchInit returns an error.
+//
 // Errors: [ErrInitUnknown] when s has no child pid or no pid namespace
 // (bwrap older than 0.5, or no record yet); a wrapped error when the
 // kernel has no pidfd_open (Linux < 5.3) or the process's namespace
 // cannot be read (another user's process). The caller then has no way to
 // tell when the job's processes are gone but bwrap's exit.
-func WatchInit(s Status) (*InitWatch, error) {
+func WatchInit(s Status, onDone func(exited bool)) (*InitWatch, error) {
 	if s.ChildPID <= 0 || s.PidNamespace == 0 {
 		return nil, ErrInitUnknown
 	}
 	w := &InitWatch{done: make(chan struct{}), stopped: make(chan struct{})}
+	gone := func() (*InitWatch, error) {
+		close(w.done)
+		if onDone != nil {
+			go onDone(true)
+		}
+		return w, nil
+	}
 	fd, err := unix.PidfdOpen(s.ChildPID, unix.PIDFD_NONBLOCK)
 	if errors.Is(err, unix.ESRCH) {
-		close(w.done) // exited and reaped
-		return w, nil
+		return gone() // exited and reaped
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: watch the sandbox's init: pidfd_open(%d): %w", s.ChildPID, err)
@@ -61,15 +72,13 @@ func WatchInit(s Status) (*InitWatch, error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		syscall.Close(fd)
-		close(w.done)
-		return w, nil
+		return gone()
 	case err != nil:
 		syscall.Close(fd)
 		return nil, fmt.Errorf("sandbox: watch the sandbox's init: %w", err)
 	case link != "pid:["+strconv.FormatUint(s.PidNamespace, 10)+"]":
 		syscall.Close(fd)
-		close(w.done)
-		return w, nil
+		return gone()
 	}
 	w.f = os.NewFile(uintptr(fd), "pidfd") // non-blocking: the netpoller watches it
 	rc, err := w.f.SyscallConn()
@@ -78,6 +87,12 @@ func WatchInit(s Status) (*InitWatch, error) {
 		return nil, fmt.Errorf("sandbox: watch the sandbox's init: %w", err)
 	}
 	go func() {
+		exited := false
+		defer func() {
+			if onDone != nil {
+				onDone(exited)
+			}
+		}()
 		var pollErr error
 		err := rc.Read(func(fd uintptr) bool {
 			ready, err := pidfdReadable(int(fd))
@@ -90,6 +105,7 @@ func WatchInit(s Status) (*InitWatch, error) {
 		default:
 		}
 		if err == nil && pollErr == nil {
+			exited = true
 			close(w.done)
 		}
 		// Otherwise the exit cannot be told: Done stays open, and the
