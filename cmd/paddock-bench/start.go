@@ -50,8 +50,14 @@ func (b *bench) startOnceNamed(ctx context.Context, in *install, cold bool, name
 			return 0, err
 		}
 	}
+	// The workspace must not contain the state directory: paddock
+	// refuses such a job (it could rewrite the queue).
+	ws := filepath.Join(in.dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return 0, err
+	}
 	job := filepath.Join(in.dir, name+".toml")
-	if err := os.WriteFile(job, fmt.Appendf(nil, "name = %q\nmode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/true\"]\n", name, in.dir), 0o600); err != nil {
+	if err := os.WriteFile(job, fmt.Appendf(nil, "name = %q\nmode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/true\"]\n", name, ws), 0o600); err != nil {
 		return 0, err
 	}
 	if err := in.run(ctx, "submit", job); err != nil {
@@ -103,7 +109,7 @@ func (b *bench) memory(ctx context.Context) error {
 		}
 		w := in.cmd(ctx, "worker", "--drain", "--concurrency", "1", "--log-level", "warn")
 		t0 := time.Now()
-		m, err := runSampled(w)
+		m, _, err := runSampled(w)
 		if err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}

@@ -58,28 +58,58 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// runSampled starts c, samples its peak RSS (VmHWM) every 20ms until it
-// exits and returns the peak in MiB with the wait error.
-func runSampled(c *exec.Cmd) (float64, error) {
+// runSampled starts c, samples its peak RSS (VmHWM) and its own CPU time
+// (utime + stime of /proc/<pid>/stat: its threads, not its children) every
+// 20ms until it exits, and returns the peak in MiB, the CPU seconds of the
+// last sample (up to 20ms short) and the wait error.
+func runSampled(c *exec.Cmd) (float64, float64, error) {
 	if err := c.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
 	status := fmt.Sprintf("/proc/%d/status", c.Process.Pid)
-	peak := 0
+	stat := fmt.Sprintf("/proc/%d/stat", c.Process.Pid)
+	peak, cpu := 0, 0.0
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if kib := vmHWM(status); kib > peak {
 			peak = kib
 		}
+		if s, ok := cpuSeconds(stat); ok {
+			cpu = s
+		}
 		select {
 		case err := <-done:
-			return float64(peak) / 1024, err
+			return float64(peak) / 1024, cpu, err
 		case <-tick.C:
 		}
 	}
+}
+
+// cpuSeconds reads utime + stime from a /proc/<pid>/stat file (fields 14
+// and 15, in clock ticks of 1/100 s: proc(5)).
+func cpuSeconds(path string) (float64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	k, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return float64(u+k) / 100, true
 }
 
 // vmHWM reads the VmHWM line of a /proc/<pid>/status file, in KiB, or 0.
@@ -120,29 +150,29 @@ func trivialBatch(path, ws string, n int) error {
 // concurrency conc; wall seconds from submit to the worker's exit, and the
 // worker's peak RSS. The compilation cache is warmed first (a worker
 // restart, not a first install: scenario 4 measures compilation).
-func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rssMiB float64, err error) {
+func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rssMiB, cpu float64, err error) {
 	in, err := b.newInstall("tp-paddock", b.throughputConfig())
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	ws := filepath.Join(in.dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	jobs := filepath.Join(in.dir, "jobs.toml")
 	if err := trivialBatch(jobs, ws, b.o.jobs); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	one := filepath.Join(in.dir, "one.toml")
 	if err := trivialBatch(one, ws, 1); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := in.run(ctx, "check", one); err != nil { // warms <state>/cache/wazero
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	start := time.Now()
 	if err := in.run(ctx, "submit", jobs); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	args := []string{"worker", "--drain", "--concurrency", strconv.Itoa(conc), "--log-level", "warn"}
 	if b.o.workerProfile != "" {
@@ -151,12 +181,12 @@ func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rss
 	w := in.cmd(ctx, args...)
 	var errb bytes.Buffer
 	w.Stderr = &errb
-	rssMiB, err = runSampled(w)
+	rssMiB, cpu, err = runSampled(w)
 	wall = time.Since(start).Seconds()
 	if err != nil {
-		return 0, 0, fmt.Errorf("worker --drain: %w: %s", err, lastLines(errb.String(), 5))
+		return 0, 0, 0, fmt.Errorf("worker --drain: %w: %s", err, lastLines(errb.String(), 5))
 	}
-	return wall, rssMiB, nil
+	return wall, rssMiB, cpu, nil
 }
 
 // throughputService is one run with the worker already running, as a
@@ -357,11 +387,12 @@ func (b *bench) throughput(ctx context.Context) error {
 				}
 				samples[t] = append(samples[t], s)
 			}
-			s, m, err := b.throughputPaddock(ctx, conc, r)
+			s, m, cpu, err := b.throughputPaddock(ctx, conc, r)
 			if err != nil {
 				return err
 			}
 			samples["paddock"] = append(samples["paddock"], s)
+			samples["cpu"] = append(samples["cpu"], cpu*1000/float64(b.o.jobs))
 			sv, err := b.throughputService(ctx, conc)
 			if err != nil {
 				return err
@@ -376,6 +407,7 @@ func (b *bench) throughput(ctx context.Context) error {
 		b.add("throughput", base, "s", samples["xargs"], "", fmt.Sprintf("%d × confined /bin/true", b.o.jobs))
 		b.add("throughput", fmt.Sprintf("paddock -c %d", conc), "s", samples["paddock"], base, "submit + worker --drain, 1 reactor hook")
 		b.add("throughput", fmt.Sprintf("paddock -c %d, worker running", conc), "s", samples["service"], base, "submit --wait to a running worker, 1 reactor hook")
+		b.add("throughput", fmt.Sprintf("paddock -c %d, worker CPU per job", conc), "ms", samples["cpu"], "", "the worker's own threads, start-up included, over the batch")
 		for _, t := range []string{"parallel", "tsp"} {
 			name := fmt.Sprintf("%s -j %d", t, conc)
 			if t == "tsp" {
