@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -177,7 +178,12 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if err != nil {
 		return err
 	}
-	log.Info("worker stopped", "finished", sum.Finished, "not_succeeded", len(sum.Failed))
+	// The worker's own CPU time (its threads, not the jobs'): what running
+	// jobs through paddock costs beside them.
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	log.Info("worker stopped", "finished", sum.Finished, "not_succeeded", len(sum.Failed),
+		"cpu_user_s", time.Duration(ru.Utime.Nano()).Seconds(), "cpu_system_s", time.Duration(ru.Stime.Nano()).Seconds())
 	if opts.Drain && len(sum.Failed) > 0 {
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %v", len(sum.Failed), sum.Failed)}
 	}
