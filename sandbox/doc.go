@@ -90,13 +90,20 @@
 //   - --new-session always: without it a job holding the terminal could push
 //     input into it with TIOCSTI (CVE-2017-5226).
 //   - --json-status-fd 3: bwrap writes an "exit-code" record only when the
-//     command really ran; the caller passes a pipe as ExtraFiles[0].
+//     command really ran; the caller passes a pipe as ExtraFiles[0]. The
+//     record comes as soon as the command has exited, while other
+//     processes of the sandbox may still run: bwrap's init reports through
+//     an eventfd and goes on reaping. They die with the init, which the
+//     kernel kills when bwrap exits. [InitWatch] tells when that has
+//     happened, from the child-pid record's pid and pid namespace.
 //
 // # Running a confined argv
 //
 // The caller (the runner) starts the argv with the write end of a pipe as
 // exec.Cmd.ExtraFiles[0] ([StatusFD]), closes its copy after Start, reads
-// the read end with [ReadStatus] concurrently with Wait, and after Wait
+// the read end with [ReadStatus] (or [WatchStatus], record by record)
+// concurrently with Wait ([AwaitPidfd] waits without a blocked thread),
+// and after Wait
 // sets a read deadline on it: a sandbox child orphaned by a failing bwrap
 // can hold the pipe open (observed with a setuid bwrap). It should start
 // bwrap in its own process group and signal the group to stop it; the pid
