@@ -1176,19 +1176,61 @@ func (s *SQLiteStore) LeaseRecoverExpired(ctx context.Context) ([]Job, error) {
 		rows.Close()
 		for _, r := range expired {
 			why := fmt.Sprintf("lease of worker %q expired at %s (the worker stopped heartbeating)", r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339))
-			if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, Attempt{Outcome: OutcomeInterrupted, Reason: why}); err != nil {
+			j, err := s.interrupt(ctx, tx, r, why, now)
+			if err != nil {
 				return err
 			}
-			next, reason, nb := StateQueued, fmt.Sprintf("attempt %d of %d interrupted: %s; queued again", r.AttemptCount, r.MaxAttempts, why), int64(0)
-			if r.CancelRequested {
-				next, reason = StateCanceled, "canceled (attempt interrupted: "+why+")"
-			} else if r.AttemptCount >= r.MaxAttempts {
-				next, reason = StateFailed, fmt.Sprintf("attempt %d of %d interrupted: %s", r.AttemptCount, r.MaxAttempts, why)
+			out = append(out, j)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// interrupt closes r's running attempt as interrupted and moves the job
+// back to queued, or to failed (attempts spent) or canceled (cancel
+// requested); it returns the job as it is now.
+func (s *SQLiteStore) interrupt(ctx context.Context, tx *sql.Tx, r jobRow, why string, now int64) (Job, error) {
+	if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, Attempt{Outcome: OutcomeInterrupted, Reason: why}); err != nil {
+		return Job{}, err
+	}
+	next, reason, nb := StateQueued, fmt.Sprintf("attempt %d of %d interrupted: %s; queued again", r.AttemptCount, r.MaxAttempts, why), int64(0)
+	if r.CancelRequested {
+		next, reason = StateCanceled, "canceled (attempt interrupted: "+why+")"
+	} else if r.AttemptCount >= r.MaxAttempts {
+		next, reason = StateFailed, fmt.Sprintf("attempt %d of %d interrupted: %s", r.AttemptCount, r.MaxAttempts, why)
+	}
+	if err := s.setState(ctx, tx, r, next, reason, nb, now); err != nil {
+		return Job{}, err
+	}
+	return s.reload(ctx, tx, r.rid)
+}
+
+// LeaseRelease implements Store.
+func (s *SQLiteStore) LeaseRelease(ctx context.Context, p *LeaseReleaseParams) ([]Job, error) {
+	if p == nil || p.WorkerID == "" {
+		return nil, errors.New("queue: lease release: WorkerID is required")
+	}
+	why := p.Reason
+	if why == "" {
+		why = "the worker stopped"
+	}
+	var out []Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		now := s.now()
+		for _, id := range p.JobIDs {
+			r, err := scanJob(tx.QueryRowContext(ctx, jobByIDSQL, id))
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
 			}
-			if err := s.setState(ctx, tx, r, next, reason, nb, now); err != nil {
-				return err
+			if err != nil {
+				return fmt.Errorf("queue: lease release: %w", err)
 			}
-			j, err := s.reload(ctx, tx, r.rid)
+			if r.State != StateRunning || r.LeaseOwner != p.WorkerID {
+				continue
+			}
+			j, err := s.interrupt(ctx, tx, r, why, now)
 			if err != nil {
 				return err
 			}

@@ -167,6 +167,15 @@ type Store interface {
 	// canceled when a cancel was requested. Returns the jobs it moved.
 	// Workers should call it about every lease period.
 	LeaseRecoverExpired(ctx context.Context) ([]Job, error)
+	// LeaseRelease does for the jobs of p.JobIDs that run under
+	// p.WorkerID's lease what LeaseRecoverExpired does for an expired
+	// lease, at once: their attempts are closed as OutcomeInterrupted with
+	// p.Reason, and they go back to queued (ready at once), to failed when
+	// attempts are spent, or to canceled when a cancel was requested. For
+	// a worker that stopped those jobs itself (its shutdown grace ran
+	// out): nobody waits for their leases to expire. Jobs not running
+	// under that lease are left as they are. Returns the jobs it moved.
+	LeaseRelease(ctx context.Context, p *LeaseReleaseParams) ([]Job, error)
 	// JobGet returns one job, with Source and Attempts. ErrNotFound.
 	JobGet(ctx context.Context, ref string) (Job, error)
 	// JobList returns jobs matching every filter, newest first.
@@ -221,6 +230,13 @@ type JobEnqueueParams struct {
 	Specs      []Spec
 	Source     string // the submitted TOML verbatim, kept with every job of the batch
 	SourcePath string // where it came from; "" for stdin
+}
+
+// LeaseReleaseParams names the jobs a worker gives back ([Store.LeaseRelease]).
+type LeaseReleaseParams struct {
+	WorkerID string   // required; the owner of the leases
+	JobIDs   []string // the jobs to give back
+	Reason   string   // why their attempts ended; "" means "the worker stopped"
 }
 
 // JobClaimParams asks for work.

@@ -494,6 +494,68 @@ command = "true"
 		require.Len(t, j.Attempts, 2)
 	})
 
+	t.Run("LeaseRelease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.enqueue(t, queue.Spec{Name: "once", Command: []string{"x"}},
+			queue.Spec{Name: "twice", Command: []string{"x"}, Retries: 1},
+			queue.Spec{Name: "cancel-me", Command: []string{"x"}, Retries: 1},
+			queue.Spec{Name: "others", Command: []string{"x"}, Retries: 1})
+		mine, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 3, Lease: time.Hour})
+		require.NoError(t, err)
+		require.Len(t, mine, 3)
+		theirs, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "other", Limit: 1, Lease: time.Hour})
+		require.NoError(t, err)
+		require.Len(t, theirs, 1)
+		_, err = b.st.JobCancel(b.ctx, "cancel-me")
+		require.NoError(t, err)
+		_, err = b.st.LeaseRelease(b.ctx, &queue.LeaseReleaseParams{})
+		require.Error(t, err, "WorkerID is required")
+
+		// Not its lease, or no such job: left alone.
+		rel, err := b.st.LeaseRelease(b.ctx, &queue.LeaseReleaseParams{WorkerID: "w", JobIDs: []string{theirs[0].ID, "ghost"}})
+		require.NoError(t, err)
+		require.Empty(t, rel)
+		b.clock.Advance(time.Second)
+		ids := []string{mine[0].ID, mine[1].ID, mine[2].ID}
+		rel, err = b.st.LeaseRelease(b.ctx, &queue.LeaseReleaseParams{WorkerID: "w", JobIDs: ids, Reason: "worker stopped while the job ran"})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"once", "twice", "cancel-me"}, names(rel))
+		for _, j := range rel {
+			require.Len(t, j.Attempts, 1, j.Name)
+			require.Equal(t, queue.OutcomeInterrupted, j.Attempts[0].Outcome, j.Name)
+			require.Equal(t, "worker stopped while the job ran", j.Attempts[0].Reason, j.Name)
+			require.Equal(t, b.clock.Now(), j.Attempts[0].EndedAt, j.Name)
+			require.Empty(t, j.LeaseOwner, j.Name)
+			got, err := b.st.JobGet(b.ctx, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, j.State, got.State, j.Name)
+			switch j.Name {
+			case "once":
+				require.Equal(t, queue.StateFailed, j.State)
+			case "twice":
+				require.Equal(t, queue.StateQueued, j.State)
+				require.False(t, j.NotBefore.After(b.clock.Now()), "ready at once")
+			case "cancel-me":
+				require.Equal(t, queue.StateCanceled, j.State)
+			}
+		}
+		// Released again: nothing left to release; the late report is refused.
+		rel, err = b.st.LeaseRelease(b.ctx, &queue.LeaseReleaseParams{WorkerID: "w", JobIDs: ids})
+		require.NoError(t, err)
+		require.Empty(t, rel)
+		_, err = b.st.AttemptFinish(b.ctx, &queue.AttemptFinishParams{JobID: ids[1], WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+		require.ErrorIs(t, err, queue.ErrLeaseLost)
+		// The other worker's job still runs; the released one is claimed again.
+		got, err := b.st.JobGet(b.ctx, theirs[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, queue.StateRunning, got.State)
+		again, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w2", Limit: 5})
+		require.NoError(t, err)
+		require.Equal(t, []string{"twice"}, names(again))
+		require.Equal(t, 2, again[0].AttemptCount)
+	})
+
 	t.Run("ListCountsPrune", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
