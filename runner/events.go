@@ -13,7 +13,8 @@ type Event struct {
 	Time time.Time `json:"time"`
 	// Type is "started" (a worker claimed the job and runs an attempt),
 	// "finished" (the attempt was recorded; State is the job's state after
-	// it) or "recovered" (an expired lease was taken back).
+	// it) or "recovered" (an expired lease was taken back, or a stopping
+	// worker gave back a job it had to stop).
 	Type     string `json:"type"`
 	JobID    string `json:"job_id"`
 	JobName  string `json:"job_name,omitempty"`

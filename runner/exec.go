@@ -106,8 +106,9 @@ type ExecParams struct {
 // Execute runs one attempt of p.Job and returns its record. It never
 // returns an error for anything the job or its hooks did: those are
 // outcomes. ctx ends the attempt early (a hard worker stop); the attempt is
-// then returned with outcome [queue.OutcomeInterrupted] and must not be recorded as
-// finished, so lease recovery takes the job back.
+// then returned with outcome [queue.OutcomeInterrupted] and must not be
+// recorded as finished: the worker gives the job back to the queue
+// ([queue.Store.LeaseRelease]), or lease recovery takes it back.
 func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	now := e.now
 	job := p.Job

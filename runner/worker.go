@@ -107,7 +107,8 @@ func NewWorker(o WorkerOptions) *Worker {
 }
 
 // Abort stops running jobs at once (SIGKILL) and makes Run return; their
-// leases are left to expire and be recovered. Safe to call from any
+// attempts are recorded as interrupted and the jobs given back to the
+// queue (LeaseRelease; left to lease recovery if that fails). Safe to call from any
 // goroutine, more than once.
 func (w *Worker) Abort() { w.abortMu.Do(func() { close(w.abort) }) }
 
@@ -259,7 +260,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		case <-finished:
 		case <-hard.Done():
 		case <-time.After(w.o.Executor.Config.ShutdownGrace.Duration):
-			log.Warn("shutdown grace over: stopping running jobs; their leases will be recovered")
+			log.Warn("shutdown grace over: stopping running jobs; they are given back to the queue")
 		}
 	}
 	stopHard()
@@ -389,7 +390,16 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 	pass = endAttempt()
 	wakeLoop()
 	if att.Outcome == queue.OutcomeInterrupted {
-		log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason)
+		// The worker stopped the job itself (its processes are gone):
+		// give it back now rather than when its lease expires, which
+		// another worker's recovery pass would only notice later.
+		rel, err := w.o.Store.LeaseRelease(context.Background(), &queue.LeaseReleaseParams{WorkerID: w.o.ID, JobIDs: []string{j.ID}, Reason: att.Reason})
+		if err != nil || len(rel) == 0 {
+			log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason, "err", err)
+			return
+		}
+		log.Warn("attempt interrupted; job given back", "reason", att.Reason, "state", rel[0].State)
+		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(rel[0].State), Reason: rel[0].Reason, WorkerID: w.o.ID})
 		return
 	}
 	// The pass ends right after the loop's claim, or at once when the

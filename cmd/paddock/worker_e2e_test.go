@@ -79,7 +79,8 @@ command = "touch second-ran"
 }
 
 // A second signal stops at once: the running job is killed, not recorded as
-// finished, and a later worker recovers its lease and runs it again.
+// finished but given back to the queue at once with its attempt
+// interrupted (no wait for its lease), and a later worker runs it again.
 func TestE2EWorkerSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "shutdown_grace = \"5m\"\nlease = \"2s\"\n")
@@ -109,11 +110,16 @@ command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
 		t.Fatal("the worker did not stop at the second signal")
 	}
 	e2etest.RequireNoProcess(t, marker)
-	require.Equal(t, "running", b.Show(ids[0]).State, "left for lease recovery")
+	// The stopping worker gave the job back at once: no wait for its lease.
+	s := b.Show(ids[0])
+	require.Equal(t, "queued", s.State, s.Reason)
+	require.Len(t, s.Attempts, 1)
+	require.Equal(t, "interrupted", s.Attempts[0].Outcome)
+	require.Equal(t, "worker stopped while the job ran", s.Attempts[0].Reason)
 
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 0, code, errOut)
-	s := b.Show(ids[0])
+	s = b.Show(ids[0])
 	require.Equal(t, "succeeded", s.State)
 	require.Equal(t, "interrupted", s.Attempts[0].Outcome)
 }
