@@ -100,6 +100,12 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 }
 
 func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopts *GlobalOptions, args []string) error {
+	if cmd.Flags().Changed("timeout") && !opts.Wait {
+		return usagef("--timeout %s: only with --wait", opts.Timeout)
+	}
+	if err := checkWaitTimeout(opts.Timeout); err != nil {
+		return err
+	}
 	files, err := parseJobFiles(args, cmd.InOrStdin())
 	if err != nil {
 		return err
@@ -256,6 +262,14 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	}
 	if bad > 0 {
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) did not succeed", bad, len(ids))}
+	}
+	return nil
+}
+
+// checkWaitTimeout refuses a negative --timeout (0 waits forever).
+func checkWaitTimeout(d time.Duration) error {
+	if d < 0 {
+		return usagef("--timeout %s: must not be negative (0 waits forever)", d)
 	}
 	return nil
 }

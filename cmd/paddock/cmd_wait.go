@@ -28,6 +28,9 @@ func newWaitCommand(gopts *GlobalOptions) *cobra.Command {
 }
 
 func runWait(ctx context.Context, cmd *cobra.Command, opts WaitOptions, gopts *GlobalOptions, refs []string) error {
+	if err := checkWaitTimeout(opts.Timeout); err != nil {
+		return err
+	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err

@@ -54,4 +54,17 @@ func TestE2ESubmitWait(t *testing.T) {
 	_, errOut, code = other.Run("wait", "--timeout", "500ms", ids[0])
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "timed out waiting; 0 of 1 jobs final")
+
+	// Bad --timeout: a usage error, before anything is enqueued.
+	_, errOut, code = other.Run("wait", "--timeout", "-1s", ids[0])
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "must not be negative")
+	one := other.WriteJob("two.toml", "name = \"not-enqueued\"\ncommand = [\"/bin/true\"]\n")
+	_, errOut, code = other.Run("submit", "--timeout", "5s", one)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "only with --wait")
+	_, errOut, code = other.Run("submit", "--wait", "--timeout", "-5s", one)
+	require.Equal(t, 2, code, errOut)
+	_, _, code = other.Run("show", "not-enqueued")
+	require.Equal(t, 2, code, "nothing was enqueued")
 }
