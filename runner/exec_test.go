@@ -1,13 +1,11 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +49,7 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 		att := e.Execute(ctx, ExecParams{Job: job, Attempt: 1,
 			Exiting: func() { mu.Lock(); events = append(events, "exiting"); mu.Unlock() },
 			Ended: func() {
-				l := sleepers(tok)
+				l := e2etest.LiveSleepsWith(tok)
 				mu.Lock()
 				events = append(events, "ended")
 				left, endedAt = l, time.Now()
@@ -73,28 +71,6 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 		Exiting: func() { called = true }, Ended: func() { called = true }})
 	require.Equal(t, queue.OutcomeRunnerFailed, att.Outcome)
 	require.False(t, called)
-}
-
-// sleepers lists host pids of live "sleep" processes whose arguments
-// contain tok.
-func sleepers(tok string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.HasPrefix(b, []byte("sleep\x00")) || !bytes.Contains(b, []byte(tok)) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
-			continue // a zombie is dead
-		}
-		out = append(out, pid)
-	}
-	return out
 }
 
 // TestExecuteSpawnGate: a job waiting at the gate starts once the gate

@@ -280,6 +280,29 @@ func ProcessesWith(marker string) []int {
 	return pids
 }
 
+// LiveSleepsWith lists the pids of live `sleep` processes whose arguments
+// contain tok (a zombie is dead; bwrap's own command line, which holds the
+// job's script, does not count).
+func LiveSleepsWith(tok string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.HasPrefix(b, []byte("sleep\x00")) || !bytes.Contains(b, []byte(tok)) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
 // RequireNoProcess fails the test when a process whose command line
 // contains marker is still alive 5 seconds from now.
 func RequireNoProcess(t testing.TB, marker string) {
