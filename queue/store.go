@@ -61,7 +61,7 @@ const (
 	OutcomeDenied       = "denied"        // a hook or the fence refused; never retried
 	OutcomeCanceled     = "canceled"      // stopped because of JobCancel; never retried
 	OutcomeTimeout      = "timeout"       // killed at Spec.Timeout; retried
-	OutcomeInterrupted  = "interrupted"   // the worker vanished (lease expired); set by LeaseRecoverExpired; retried
+	OutcomeInterrupted  = "interrupted"   // the worker vanished (lease expired) or stopped the job; set by LeaseRecoverExpired and LeaseRelease; retried
 )
 
 // Outcomes returns every valid Attempt.Outcome.

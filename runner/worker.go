@@ -400,6 +400,7 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 		}
 		log.Warn("attempt interrupted; job given back", "reason", att.Reason, "state", rel[0].State)
 		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(rel[0].State), Reason: rel[0].Reason, WorkerID: w.o.ID})
+		w.count(j.ID, rel[0].State) // failed or canceled when it was its last attempt
 		return
 	}
 	// The pass ends right after the loop's claim, or at once when the
@@ -417,15 +418,21 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 	log.Info("finished", "outcome", att.Outcome, "state", rec.State, "reason", att.Reason)
 	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "finished", JobID: j.ID, JobName: j.Name, Attempt: attempt,
 		State: string(rec.State), Outcome: att.Outcome, ExitCode: att.ExitCode, Reason: att.Reason, WorkerID: w.o.ID})
-	if rec.State == queue.StateQueued {
-		return // a retry is scheduled; not final
+	w.count(j.ID, rec.State)
+}
+
+// count adds a job that this worker moved to state to the summary, when
+// that state is final (a queued job will be retried).
+func (w *Worker) count(id string, state queue.JobState) {
+	if state == queue.StateQueued {
+		return
 	}
 	w.mu.Lock()
-	w.summary.Finished[rec.State]++
-	if rec.State != queue.StateSucceeded {
-		w.summary.Failed = append(w.summary.Failed, j.ID)
+	defer w.mu.Unlock()
+	w.summary.Finished[state]++
+	if state != queue.StateSucceeded {
+		w.summary.Failed = append(w.summary.Failed, id)
 	}
-	w.mu.Unlock()
 }
 
 // heartbeat extends the leases of running jobs every Lease/3 and stops jobs

@@ -3,10 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"paddock/hooks"
@@ -94,4 +97,72 @@ func TestWorkerSlotsAndRecords(t *testing.T) {
 		prev, cur := byName[fmt.Sprintf("chain-%d", i-1)], byName[fmt.Sprintf("chain-%d", i)]
 		require.False(t, cur.Attempts[0].StartedAt.Before(prev.Attempts[0].EndedAt), "chain-%d started before chain-%d ended", i, i-1)
 	}
+}
+
+// TestWorkerStopGivesJobsBack: a worker whose shutdown grace runs out
+// stops its running jobs and gives them back to the queue at once (no
+// wait for their leases): a job with a retry left is queued again, one on
+// its last attempt fails and counts as not succeeded in the summary. Both
+// attempts are interrupted.
+func TestWorkerStopGivesJobsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	marker := filepath.Join(dir, "started")
+	src := fmt.Sprintf(`[defaults]
+mode = "danger_full_access"
+command = "echo x >> %s; exec sleep 300"
+
+[[job]]
+name = "retry-left"
+retries = 1
+
+[[job]]
+name = "last-attempt"
+`, marker)
+	specs, err := queue.Parse("jobs.toml", []byte(src), dir)
+	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src})
+	require.NoError(t, err)
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { chain.Close(ctx) })
+	cfg := Config{}.WithDefaults()
+	cfg.ShutdownGrace.Duration = 100 * time.Millisecond
+	cfg.Lease.Duration = time.Hour // recovery would take an hour
+	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain}, Concurrency: 2, ID: "w1"})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan Summary, 1)
+	go func() {
+		sum, err := w.Run(runCtx)
+		assert.NoError(t, err)
+		done <- sum
+	}()
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(marker)
+		return strings.Count(string(b), "x") == 2
+	}, 30*time.Second, 10*time.Millisecond, "both jobs started")
+	stop()
+	var sum Summary
+	select {
+	case sum = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	retry, err := st.JobGet(ctx, "retry-left")
+	require.NoError(t, err)
+	require.Equal(t, queue.StateQueued, retry.State, retry.Reason)
+	last, err := st.JobGet(ctx, "last-attempt")
+	require.NoError(t, err)
+	require.Equal(t, queue.StateFailed, last.State, last.Reason)
+	for _, j := range []queue.Job{retry, last} {
+		require.Len(t, j.Attempts, 1, j.Name)
+		require.Equal(t, queue.OutcomeInterrupted, j.Attempts[0].Outcome, j.Name)
+		require.Equal(t, "worker stopped while the job ran", j.Attempts[0].Reason, j.Name)
+	}
+	require.Equal(t, 1, sum.Finished[queue.StateFailed])
+	require.Equal(t, []string{last.ID}, sum.Failed)
 }

@@ -58,8 +58,8 @@ danger_full_access jobs; every confined job fails closed with the probe's
 explanation and never runs unconfined.
 
 SIGTERM or SIGINT: stop claiming, let running jobs finish within
-shutdown_grace, then stop them and leave them for lease recovery. A second
-signal stops at once.`,
+shutdown_grace, then stop them and give them back to the queue (their
+attempts interrupted). A second signal stops at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runWorker(cmd.Context(), cmd, opts, gopts)
