@@ -21,10 +21,6 @@ import (
 	"paddock/sandbox"
 )
 
-// errCanceledAtGate is the worker's SpawnGate error for a job canceled
-// while it waited for a process slot.
-var errCanceledAtGate = errors.New("canceled before it started")
-
 // stderrTailBytes is how much of the end of stderr the classifier sees.
 const stderrTailBytes = 8 << 10
 
@@ -696,8 +692,6 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		case <-time.After(2 * time.Second):
 			// Not seen in practice; the attempt ends all the same.
 		}
-	}
-	if w != nil {
 		w.Stop()
 	}
 	watchers.Wait() // Ended is never called after spawn returns

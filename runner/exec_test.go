@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"paddock/hooks"
 	"paddock/internal/e2etest"
 	"paddock/queue"
 )
@@ -29,10 +28,7 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	require.NoError(t, os.Mkdir(ws, 0o755))
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
-	require.NoError(t, err)
-	t.Cleanup(func() { chain.Close(ctx) })
-	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: chain, Probe: rep}
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: emptyChain(t), Probe: rep}
 
 	for run := range 3 {
 		tok := "1000." + strconv.Itoa(int(time.Now().UnixNano()%1000000)) + strconv.Itoa(run)
@@ -80,10 +76,7 @@ func TestExecuteSpawnGate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
-	require.NoError(t, err)
-	t.Cleanup(func() { chain.Close(ctx) })
-	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: chain}
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: emptyChain(t)}
 	marker := filepath.Join(dir, "ran")
 	specs, err := queue.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
 	require.NoError(t, err)

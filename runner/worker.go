@@ -314,6 +314,10 @@ func (w *Worker) passDone(last bool) {
 	w.pass = make(chan struct{})
 }
 
+// errCanceledAtGate is the worker's SpawnGate error for a job canceled
+// while it waited for a process slot.
+var errCanceledAtGate = errors.New("canceled before it started")
+
 // runOne executes and records one claimed job. When the job's processes
 // have ended (ExecParams.Ended; at the latest when Execute returns) it
 // frees the job's slot and wakes the loop, waits for the loop's claim

@@ -25,10 +25,6 @@ func TestWorkerSlotsAndRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-
 	// A chain of dependents, a failing job and independent ones;
 	// danger_full_access runs without bwrap, the slot and record logic
 	// are the same for every mode.
@@ -44,14 +40,8 @@ func TestWorkerSlotsAndRecords(t *testing.T) {
 		fmt.Fprintf(&src, "[[job]]\nname = \"free-%d\"\ncommand = [\"/bin/true\"]\n", i)
 	}
 	src.WriteString("[[job]]\nname = \"fails\"\ncommand = [\"/bin/false\"]\n")
-	specs, err := queue.Parse("jobs.toml", []byte(src.String()), dir)
-	require.NoError(t, err)
-	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src.String()})
-	require.NoError(t, err)
-
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
-	require.NoError(t, err)
-	t.Cleanup(func() { chain.Close(ctx) })
+	st := enqueuedStore(t, dir, src.String())
+	chain := emptyChain(t)
 	events, err := OpenEventLog(filepath.Join(dir, "events.jsonl"))
 	require.NoError(t, err)
 	t.Cleanup(func() { events.Close() })
@@ -108,9 +98,6 @@ func TestWorkerStopGivesJobsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
 	marker := filepath.Join(dir, "started")
 	src := fmt.Sprintf(`[defaults]
 mode = "danger_full_access"
@@ -123,13 +110,8 @@ retries = 1
 [[job]]
 name = "last-attempt"
 `, marker)
-	specs, err := queue.Parse("jobs.toml", []byte(src), dir)
-	require.NoError(t, err)
-	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src})
-	require.NoError(t, err)
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Sandbox: SandboxInfo})
-	require.NoError(t, err)
-	t.Cleanup(func() { chain.Close(ctx) })
+	st := enqueuedStore(t, dir, src)
+	chain := emptyChain(t)
 	cfg := Config{}.WithDefaults()
 	cfg.ShutdownGrace.Duration = 100 * time.Millisecond
 	cfg.Lease.Duration = time.Hour // recovery would take an hour
@@ -165,4 +147,29 @@ name = "last-attempt"
 	}
 	require.Equal(t, 1, sum.Finished[queue.StateFailed])
 	require.Equal(t, []string{last.ID}, sum.Failed)
+}
+
+// enqueuedStore opens a store in dir and enqueues the job file text src
+// (paths relative to dir); both are closed at the end of the test.
+func enqueuedStore(t *testing.T, dir, src string) *queue.SQLiteStore {
+	t.Helper()
+	ctx := context.Background()
+	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	specs, err := queue.Parse("jobs.toml", []byte(src), dir)
+	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src})
+	require.NoError(t, err)
+	return st
+}
+
+// emptyChain is a chain of no hooks (it allows every job), closed at the
+// end of the test.
+func emptyChain(t *testing.T) *hooks.Chain {
+	t.Helper()
+	chain, err := hooks.NewChain(context.Background(), hooks.ChainOptions{Sandbox: SandboxInfo})
+	require.NoError(t, err)
+	t.Cleanup(func() { chain.Close(context.Background()) })
+	return chain
 }

@@ -146,28 +146,40 @@ func trivialBatch(path, ws string, n int) error {
 	return os.WriteFile(path, []byte(s.String()), 0o600)
 }
 
-// throughputPaddock is one run: submit the batch, then worker --drain at
-// concurrency conc; wall seconds from submit to the worker's exit, and the
-// worker's peak RSS. The compilation cache is warmed first (a worker
-// restart, not a first install: scenario 4 measures compilation).
-func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rssMiB, cpu float64, err error) {
-	in, err := b.newInstall("tp-paddock", b.throughputConfig())
+// throughputInstall makes an installation with the throughput config, a
+// workspace and the batch file (returned), and warms its compilation
+// cache with `paddock check` of one job: a worker restart, not a first
+// install (scenario 4 measures compilation).
+func (b *bench) throughputInstall(ctx context.Context, prefix string) (*install, string, error) {
+	in, err := b.newInstall(prefix, b.throughputConfig())
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, "", err
 	}
 	ws := filepath.Join(in.dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
-		return 0, 0, 0, err
+		return nil, "", err
 	}
 	jobs := filepath.Join(in.dir, "jobs.toml")
 	if err := trivialBatch(jobs, ws, b.o.jobs); err != nil {
-		return 0, 0, 0, err
+		return nil, "", err
 	}
 	one := filepath.Join(in.dir, "one.toml")
 	if err := trivialBatch(one, ws, 1); err != nil {
-		return 0, 0, 0, err
+		return nil, "", err
 	}
 	if err := in.run(ctx, "check", one); err != nil { // warms <state>/cache/wazero
+		return nil, "", err
+	}
+	return in, jobs, nil
+}
+
+// throughputPaddock is one run: submit the batch, then worker --drain at
+// concurrency conc; wall seconds from submit to the worker's exit, and the
+// worker's peak RSS and own CPU seconds, on an install from
+// throughputInstall.
+func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rssMiB, cpu float64, err error) {
+	in, jobs, err := b.throughputInstall(ctx, "tp-paddock")
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	start := time.Now()
@@ -196,23 +208,8 @@ func (b *bench) throughputPaddock(ctx context.Context, conc, run int) (wall, rss
 // every job final. The worker's start is not in it (scenario 4 measures
 // that); the submit, the worker's wake-up and every job's path are.
 func (b *bench) throughputService(ctx context.Context, conc int) (float64, error) {
-	in, err := b.newInstall("tp-service", b.throughputConfig())
+	in, jobs, err := b.throughputInstall(ctx, "tp-service")
 	if err != nil {
-		return 0, err
-	}
-	ws := filepath.Join(in.dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		return 0, err
-	}
-	jobs := filepath.Join(in.dir, "jobs.toml")
-	if err := trivialBatch(jobs, ws, b.o.jobs); err != nil {
-		return 0, err
-	}
-	one := filepath.Join(in.dir, "one.toml")
-	if err := trivialBatch(one, ws, 1); err != nil {
-		return 0, err
-	}
-	if err := in.run(ctx, "check", one); err != nil { // warms <state>/cache/wazero
 		return 0, err
 	}
 	w := in.cmd(ctx, "worker", "--concurrency", strconv.Itoa(conc), "--log-level", "warn")
