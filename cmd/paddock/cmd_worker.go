@@ -187,5 +187,16 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if opts.Drain && len(sum.Failed) > 0 {
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %v", len(sum.Failed), sum.Failed)}
 	}
+	if opts.Drain && ctx.Err() != nil {
+		// Stopped by a signal: `worker --drain && next-step` must not go
+		// on while jobs are still waiting.
+		counts, err := a.store.JobCounts(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		if left := counts[queue.StateQueued] + counts[queue.StateRunning]; left > 0 {
+			return &exitCodeError{code: exitFailure, err: fmt.Errorf("stopped before the queue was drained: %d job(s) queued or running", left)}
+		}
+	}
 	return nil
 }

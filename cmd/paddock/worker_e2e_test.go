@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +171,31 @@ func TestE2ECancelStopsPaddockRun(t *testing.T) {
 	}
 	s := b.Show("fg-long")
 	require.Equal(t, "canceled", s.State)
+}
+
+// A draining worker stopped by signals before the queue is empty exits 1
+// (its job was given back, not finished): `worker --drain && next` must
+// not go on.
+func TestE2EWorkerDrainStoppedExits1(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "shutdown_grace = \"1s\"\n")
+	marker := fmt.Sprintf("paddock-drain-stopped-%d", time.Now().UnixNano())
+	ids := b.Submit(b.WriteJob("long.toml", fmt.Sprintf("name = \"long\"\nretries = 2\ncommand = \"sleep 300; : %s\"\n", marker)))
+	w := b.Cmd(context.Background(), "worker", "--drain")
+	var errb strings.Builder
+	w.Stderr = &errb
+	require.NoError(t, w.Start())
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e2etest.ProcessesWith(marker)) == 0 {
+		require.False(t, time.Now().After(deadline), "the job never started")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	err := w.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, errb.String())
+	require.Equal(t, 1, ee.ExitCode(), errb.String())
+	require.Contains(t, errb.String(), "stopped before the queue was drained: 1 job(s) queued or running")
+	require.Equal(t, "queued", b.Show(ids[0]).State)
+	e2etest.RequireNoProcess(t, marker)
 }
