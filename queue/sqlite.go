@@ -1271,14 +1271,30 @@ func (s *SQLiteStore) JobList(ctx context.Context, p *JobListParams) ([]Job, err
 	}
 	var where []string
 	var args []any
+	if len(p.IDs) > 0 {
+		// One JSON array argument, not one placeholder per id: the
+		// statement's text stays the same whatever the number of ids.
+		ids, err := json.Marshal(p.IDs)
+		if err != nil {
+			return nil, fmt.Errorf("queue: list: %w", err)
+		}
+		where = append(where, "id IN (SELECT value FROM json_each(?))")
+		args = append(args, string(ids))
+	}
 	if len(p.States) > 0 {
 		ph := make([]string, len(p.States))
 		for i, st := range p.States {
 			ph[i] = "?"
 			args = append(args, string(st))
 		}
-		where = append(where, "state IN ("+strings.Join(ph, ",")+")")
-		if !slices.ContainsFunc(p.States, func(st JobState) bool { return !st.Finished() }) {
+		// With ids, a lookup of each id is the plan: the state must not
+		// steer the planner to an index of every finished job.
+		col := "state"
+		if len(p.IDs) > 0 {
+			col = "+state"
+		}
+		where = append(where, col+" IN ("+strings.Join(ph, ",")+")")
+		if len(p.IDs) == 0 && !slices.ContainsFunc(p.States, func(st JobState) bool { return !st.Finished() }) {
 			// Implied by a terminal state; lets the planner use jobs_finished2.
 			where = append(where, "finished_ns > 0")
 		}

@@ -269,6 +269,7 @@ type AttemptFinishParams struct {
 
 // JobListParams filters JobList. The zero value lists every job.
 type JobListParams struct {
+	IDs          []string          // any of these job ids (not names); empty = any; unknown ids match nothing
 	States       []JobState        // any of these; empty = all
 	Labels       map[string]string // every label must match exactly
 	NameGlob     string            // shell glob on the name ("*" and "?"; case-sensitive); "" = any

@@ -47,6 +47,11 @@ func TestE2ESubmitWait(t *testing.T) {
 	out, errOut, code = b.Run("wait", "w-0", "w-5")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "w-5")
+	// The same job twice: one job to wait for, two lines (it once hung,
+	// counting final jobs against the refs).
+	out, errOut, code = b.Run("wait", "--timeout", "20s", "w-1", "w-1")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "w-1"), out)
 
 	// Nothing picks this one up: a second state directory, no worker.
 	other := setupE2E(t, "")
@@ -67,4 +72,42 @@ func TestE2ESubmitWait(t *testing.T) {
 	require.Equal(t, 2, code, errOut)
 	_, _, code = other.Run("show", "not-enqueued")
 	require.Equal(t, 2, code, "nothing was enqueued")
+}
+
+// TestEventWatchCoalesces: a burst of writes to the event log wakes a wait
+// at most once per gap, and at least once.
+func TestEventWatchCoalesces(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), eventsFile)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	ew := watchEvents(path)
+	defer ew.close()
+	require.NotNil(t, ew.w, "inotify watch")
+	ew.setGap(100 * time.Millisecond)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	wakes := 0
+	start := time.Now()
+	for time.Since(start) < 300*time.Millisecond {
+		_, err := f.WriteString("{}\n")
+		require.NoError(t, err)
+		select {
+		case <-ew.c:
+			wakes++
+		default:
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Writes go on for 300 ms, so the one wake that can still be pending
+	// shows up at once; no more may come after the gap that follows.
+	select {
+	case <-ew.c:
+		wakes++
+	case <-time.After(time.Second):
+	}
+	require.GreaterOrEqual(t, wakes, 1)
+	// One at the first write, then one per 100 ms gap: 4 or 5, not the
+	// hundreds of writes.
+	require.LessOrEqual(t, wakes, 6, "wakes for %s of writes every millisecond", time.Since(start))
 }

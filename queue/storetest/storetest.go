@@ -578,6 +578,23 @@ command = "true"
 		l, err = b.st.JobList(b.ctx, &queue.JobListParams{Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, l, 1)
+		// By id: ids, not names; unknown ids match nothing; with states, both must hold.
+		all, err := b.st.JobList(b.ctx, &queue.JobListParams{})
+		require.NoError(t, err)
+		byName := map[string]string{}
+		for _, j := range all {
+			byName[j.Name] = j.ID
+		}
+		l, err = b.st.JobList(b.ctx, &queue.JobListParams{IDs: []string{byName["web-1"], byName["db-1"], "web-2", "06nosuchjob00000"}})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"web-1", "db-1"}, names(l))
+		l, err = b.st.JobList(b.ctx, &queue.JobListParams{IDs: []string{byName["web-1"], byName["db-1"]}, States: []queue.JobState{queue.StateSucceeded, queue.StateFailed}, WithAttempts: true})
+		require.NoError(t, err)
+		require.Equal(t, []string{"db-1"}, names(l))
+		require.Len(t, l[0].Attempts, 1)
+		l, err = b.st.JobList(b.ctx, &queue.JobListParams{IDs: []string{byName["web-2"]}, States: []queue.JobState{queue.StateQueued}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"web-2"}, names(l))
 		c, err := b.st.JobCounts(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, c[queue.StateQueued])
