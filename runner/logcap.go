@@ -22,10 +22,11 @@ type cappedLog struct {
 	ring     *os.File // tail ring, removed on Close
 	headCap  int64
 	tailCap  int64
-	written  int64 // total bytes offered
-	ringLen  int64 // bytes in the ring (<= tailCap)
-	ringPos  int64 // next write offset in the ring
-	tailKeep []byte
+	written  int64     // total bytes offered
+	ringLen  int64     // bytes in the ring (<= tailCap)
+	ringPos  int64     // next write offset in the ring
+	tailMax  int       // bytes tailKeep holds at most
+	tailKeep []byte    // made at the first byte: most jobs print nothing on stderr
 	echo     io.Writer // optional live copy (paddock run streams to the terminal)
 	err      error
 }
@@ -39,7 +40,7 @@ type cappedLog struct {
 // Close.
 func newCappedLog(path string, maxBytes int64, keepTail int, echo io.Writer) *cappedLog {
 	head := maxBytes / 2
-	return &cappedLog{path: path, headCap: head, tailCap: maxBytes - head, echo: echo, tailKeep: make([]byte, 0, keepTail)}
+	return &cappedLog{path: path, headCap: head, tailCap: maxBytes - head, echo: echo, tailMax: keepTail}
 }
 
 // Write never fails for the writer's sake: a job must not die of SIGPIPE
@@ -97,11 +98,42 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// keepTail remembers the last cap(tailKeep) bytes for classification.
+// copyBufs are ReadFrom's buffers, shared by every job's streams.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom copies r into the log until r's EOF, through Write, and
+// returns the bytes read and r's error other than io.EOF. io.Copy prefers
+// it: os/exec copies a job's output stream from its pipe with io.Copy,
+// which otherwise allocates (and zeroes) a 32 KiB buffer per stream per
+// job.
+func (c *cappedLog) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, _ = c.Write(buf[:n]) // never fails; Close reports
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// keepTail remembers the last tailMax bytes for classification.
 func (c *cappedLog) keepTail(p []byte) {
-	k := cap(c.tailKeep)
-	if k == 0 {
+	k := c.tailMax
+	if k == 0 || len(p) == 0 {
 		return
+	}
+	if c.tailKeep == nil {
+		c.tailKeep = make([]byte, 0, k)
 	}
 	if len(p) >= k {
 		c.tailKeep = append(c.tailKeep[:0], p[len(p)-k:]...)

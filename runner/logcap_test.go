@@ -2,10 +2,13 @@ package runner
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -67,4 +70,48 @@ func BenchmarkCappedLogWrite(b *testing.B) {
 		_, _ = c.Write(buf)
 	}
 	require.NoError(b, c.Close())
+}
+
+// TestCappedLogReadFrom: io.Copy from a pipe (os/exec's path for a job's
+// output) goes through ReadFrom, and leaves what Write alone leaves; a
+// read error other than EOF is returned.
+func TestCappedLogReadFrom(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 7000) // 112,000 bytes: several buffers
+	byWrite := newCappedLog(filepath.Join(dir, "write"), 1000, 16, nil)
+	_, err := byWrite.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, byWrite.Close())
+
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	go func() {
+		for rest := data; len(rest) > 0; {
+			k := min(len(rest), 3001)
+			_, _ = pw.Write(rest[:k])
+			rest = rest[k:]
+		}
+		pw.Close()
+	}()
+	byCopy := newCappedLog(filepath.Join(dir, "copy"), 1000, 16, nil)
+	var _ io.ReaderFrom = byCopy
+	n, err := io.Copy(byCopy, pr)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(data)), n)
+	require.Equal(t, int64(len(data)), byCopy.Written())
+	require.Equal(t, data[len(data)-16:], byCopy.Tail())
+	require.NoError(t, byCopy.Close())
+	want, err := os.ReadFile(filepath.Join(dir, "write"))
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dir, "copy"))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+
+	broken := newCappedLog(filepath.Join(dir, "broken"), 1000, 0, nil)
+	boom := errors.New("boom")
+	n, err = broken.ReadFrom(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)))
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, int64(3), n)
+	require.NoError(t, broken.Close())
 }

@@ -63,6 +63,19 @@ func loadConfig(cmd *cobra.Command, gopts *GlobalOptions) (runner.Config, string
 // openApp loads the config and opens the store, creating the state
 // directory (0700) when it is missing.
 func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
+	a, err := newApp(cmd, gopts)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.openStore(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newApp loads the config and creates the state directory (0700) when it
+// is missing; the store is not open yet (openStore).
+func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 	cfg, stateDir, err := loadConfig(cmd, gopts)
 	if err != nil {
 		return nil, err
@@ -70,11 +83,17 @@ func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*ap
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, usagef("state directory %s: %v (set --state-dir or $PADDOCK_STATE_DIR to a directory)", stateDir, err)
 	}
-	st, err := queue.OpenSQLite(ctx, filepath.Join(stateDir, DatabaseFile), queue.SQLiteOptions{})
+	return &app{cfg: cfg, stateDir: stateDir}, nil
+}
+
+// openStore opens the state directory's store.
+func (a *app) openStore(ctx context.Context) error {
+	st, err := queue.OpenSQLite(ctx, filepath.Join(a.stateDir, DatabaseFile), queue.SQLiteOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("open queue: %w", err)
+		return fmt.Errorf("open queue: %w", err)
 	}
-	return &app{cfg: cfg, stateDir: stateDir, store: st}, nil
+	a.store = st
+	return nil
 }
 
 func (a *app) Close() error { return a.store.Close() }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -92,32 +93,48 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		defer pprof.StopCPUProfile()
 	}
 
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := newApp(cmd, gopts)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
 	if opts.Concurrency < 0 {
 		return usagef("--concurrency %d: must be at least 1", opts.Concurrency)
 	}
 
-	// The probe (a few bwrap runs) and compiling the hook chain are
-	// independent: do them at once.
+	// Loading the hook chain (~0.1 s, nearly all of it wazero reading
+	// and checking its compiled code) is the long pole of a start; the
+	// probe (cached: a few file reads) and opening the store go beside it.
 	type probed struct {
 		rep sandbox.ProbeReport
 		err error
 	}
+	type chained struct {
+		chain *hooks.Chain
+		err   error
+	}
+	_ = a.fence() // built once, before the goroutines share it
 	probeDone := make(chan probed, 1)
 	go func() {
 		rep, err := probeSandbox(ctx, a.stateDir)
 		probeDone <- probed{rep, err}
 	}()
-	chain, err := a.newChain(ctx, true) // one instance per reactor hook made ahead
-	pr := <-probeDone
-	if err != nil {
+	chainDone := make(chan chained, 1)
+	go func() {
+		chain, err := a.newChain(ctx, true) // one instance per reactor hook made ahead
+		chainDone <- chained{chain, err}
+	}()
+	storeErr := a.openStore(ctx)
+	cr, pr := <-chainDone, <-probeDone
+	if cr.err == nil {
+		defer cr.chain.Close(context.Background())
+	}
+	if storeErr == nil {
+		defer a.Close()
+	}
+	if err := cmp.Or(storeErr, cr.err); err != nil {
 		return err
 	}
-	defer chain.Close(context.Background())
+	chain := cr.chain
 	probe, probeErr := pr.rep, pr.err
 	if probeErr != nil {
 		log.Warn("sandbox unusable: confined jobs will fail closed; danger_full_access jobs still run", "err", probeErr, "hint", probe.Hint)

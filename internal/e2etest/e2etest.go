@@ -52,7 +52,10 @@ func Paddock(tb testing.TB) string {
 			return
 		}
 		buildBin = filepath.Join(dir, "paddock")
-		out, err := exec.Command("go", "build", "-o", buildBin, "paddock/cmd/paddock").CombinedOutput()
+		// Built as the Makefile builds it: static (CGO_ENABLED=0).
+		build := exec.Command("go", "build", "-o", buildBin, "paddock/cmd/paddock")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("build paddock: %v\n%s", err, out)
 		}
