@@ -47,11 +47,19 @@ func TestE2ESubmitWait(t *testing.T) {
 	out, errOut, code = b.Run("wait", "w-0", "w-5")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "w-5")
-	// The same job twice: one job to wait for, two lines (it once hung,
-	// counting final jobs against the refs).
-	out, errOut, code = b.Run("wait", "--timeout", "20s", "w-1", "w-1")
+	// The same job twice, by name and by id: one job to wait for, one
+	// line (it once hung, counting final jobs against the refs).
+	var id string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == "w-5" {
+			id = f[0]
+		}
+	}
+	require.NotEmpty(t, id, out)
+	out, errOut, code = b.Run("wait", "--timeout", "20s", "w-5", id, "w-5")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, 2, strings.Count(out, "w-1"), out)
+	require.Equal(t, 1, strings.Count(out, "w-5"), out)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
 
 	// Nothing picks this one up: a second state directory, no worker.
 	other := setupE2E(t, "")
@@ -74,23 +82,55 @@ func TestE2ESubmitWait(t *testing.T) {
 	require.Equal(t, 2, code, "nothing was enqueued")
 }
 
-// TestEventWatchCoalesces: a burst of writes to the event log wakes a wait
-// at most once per gap, and at least once.
+// TestEventWatchCoalesces: lines about the jobs waited for wake a wait,
+// at most once per gap however many are written, and at least once;
+// lines about other jobs do not wake it.
 func TestEventWatchCoalesces(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), eventsFile)
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(`{"type":"finished","job_id":"mine"}`+"\n"), 0o600))
 	ew := watchEvents(path)
 	defer ew.close()
 	require.NotNil(t, ew.w, "inotify watch")
+	ew.setWant([]string{"mine"})
 	ew.setGap(100 * time.Millisecond)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
 	defer f.Close()
+
+	// Other jobs' events, and what the log held before the watch: no wake.
+	for range 50 {
+		_, err := f.WriteString(`{"time":"2026-11-30T18:00:00Z","type":"finished","job_id":"theirs","state":"succeeded"}` + "\n")
+		require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-ew.c:
+		t.Fatal("woken by another job's events")
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// A line written in two parts wakes once it is whole.
+	_, err = f.WriteString(`{"type":"started","job_id":"mi`)
+	require.NoError(t, err)
+	select {
+	case <-ew.c:
+		t.Fatal("woken by half a line")
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, err = f.WriteString(`ne","attempt":1}` + "\n")
+	require.NoError(t, err)
+	select {
+	case <-ew.c:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken by a line about the job")
+	}
+	time.Sleep(150 * time.Millisecond) // past that wake's gap
+
 	wakes := 0
 	start := time.Now()
 	for time.Since(start) < 300*time.Millisecond {
-		_, err := f.WriteString("{}\n")
+		_, err := f.WriteString(`{"type":"finished","job_id":"mine"}` + "\n")
 		require.NoError(t, err)
 		select {
 		case <-ew.c:
@@ -110,4 +150,16 @@ func TestEventWatchCoalesces(t *testing.T) {
 	// One at the first write, then one per 100 ms gap: 4 or 5, not the
 	// hundreds of writes.
 	require.LessOrEqual(t, wakes, 6, "wakes for %s of writes every millisecond", time.Since(start))
+}
+
+func TestEventJobID(t *testing.T) {
+	t.Parallel()
+	for line, want := range map[string]string{
+		`{"time":"2026-11-30T18:00:00Z","type":"finished","job_id":"06h2v1tf98pqrzfn","job_name":"a"}`: "06h2v1tf98pqrzfn",
+		`{"type":"started"}`:      "",
+		`{"job_id":"unterminated`: "",
+		``:                        "",
+	} {
+		require.Equal(t, want, eventJobID([]byte(line)), line)
+	}
 }
