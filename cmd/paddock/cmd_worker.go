@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -118,22 +117,30 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		rep, err := probeSandbox(ctx, a.stateDir)
 		probeDone <- probed{rep, err}
 	}()
+	chainCtx, stopChain := context.WithCancel(ctx)
+	defer stopChain()
 	chainDone := make(chan chained, 1)
 	go func() {
-		chain, err := a.newChain(ctx, true) // one instance per reactor hook made ahead
+		chain, err := a.newChain(chainCtx, true) // one instance per reactor hook made ahead
 		chainDone <- chained{chain, err}
 	}()
-	storeErr := a.openStore(ctx)
-	cr, pr := <-chainDone, <-probeDone
-	if cr.err == nil {
-		defer cr.chain.Close(context.Background())
-	}
-	if storeErr == nil {
-		defer a.Close()
-	}
-	if err := cmp.Or(storeErr, cr.err); err != nil {
+	if err := a.openStore(ctx); err != nil {
+		// Said at once, not after compiling the hooks (seconds without
+		// the compilation cache); the chain is closed once it is loaded.
+		stopChain()
+		go func() {
+			if cr := <-chainDone; cr.err == nil {
+				cr.chain.Close(context.Background())
+			}
+		}()
 		return err
 	}
+	defer a.Close()
+	cr, pr := <-chainDone, <-probeDone
+	if cr.err != nil {
+		return cr.err
+	}
+	defer cr.chain.Close(context.Background())
 	chain := cr.chain
 	probe, probeErr := pr.rep, pr.err
 	if probeErr != nil {

@@ -69,3 +69,23 @@ func TestE2ELogsOfAJobThatNeverRan(t *testing.T) {
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "never ran")
 }
+
+// A worker whose store cannot open says so at once: before it compiled
+// its hooks (seconds without the compilation cache), which it once did
+// first, and without leaving a compiled module behind.
+func TestE2EWorkerStoreErrorFirst(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "[[hook]]\nname = \"deny\"\npath = \""+denylistWasm(t)+"\"\n")
+	require.NoError(t, os.MkdirAll(filepath.Join(b.State, DatabaseFile), 0o700)) // not a database
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "open queue")
+	var compiled []string
+	_ = filepath.WalkDir(filepath.Join(b.State, "cache", "wazero"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			compiled = append(compiled, p)
+		}
+		return nil
+	})
+	require.Empty(t, compiled, "the hooks were compiled before the store error was reported")
+}
