@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -262,6 +263,38 @@ command = "echo out; echo err >&2; exit 7"
 	s := b.Show("fg")
 	require.Equal(t, "failed", s.State)
 	require.Len(t, s.Attempts, 1)
+}
+
+// A reader that stops reading `paddock run`'s output does not stop the
+// job: it runs to its end, is recorded, and its whole output is in its
+// log (paddock once died of SIGPIPE and left the job "running"); the
+// job's own processes keep SIGPIPE's default action.
+func TestE2ERunClosedStdout(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	job := b.WriteJob("big.toml", "name = \"big\"\nmode = \"read_only\"\ncommand = \"seq 1 200000\"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.CommandTimeout)
+	defer cancel()
+	c := b.Cmd(ctx, "run", job)
+	stdout, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	first := make([]byte, 2)
+	_, err = io.ReadFull(stdout, first)
+	require.NoError(t, err)
+	require.Equal(t, "1\n", string(first))
+	require.NoError(t, stdout.Close())
+	require.NoError(t, c.Wait(), "exit status is the job's: 0")
+	s := b.Show("big")
+	require.Equal(t, "succeeded", s.State)
+	out, _, code := b.Run("logs", "big")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasSuffix(out, "\n200000\n"), "the whole output is logged")
+
+	pipe := b.WriteJob("pipe.toml", "name = \"sigpipe\"\nmode = \"read_only\"\ncommand = \"kill -PIPE $$; echo still here\"\n")
+	out, errOut, code := b.Run("run", pipe)
+	require.Equal(t, 128+int(syscall.SIGPIPE), code, "the job's shell dies of SIGPIPE: %s %s", out, errOut)
+	require.NotContains(t, out, "still here")
 }
 
 func TestE2EBadInputIsRefusedWhole(t *testing.T) {
