@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,9 +198,34 @@ func denialLine(stderr []byte) (string, bool) {
 		l := strings.TrimSpace(string(lines[i]))
 		for _, sig := range denialSignatures {
 			if strings.Contains(l, sig) {
-				return l, true
+				return reasonText(l), true
 			}
 		}
 	}
 	return "", false
+}
+
+// reasonLineMax is how much of a stderr line a reason quotes, in bytes.
+const reasonLineMax = 300
+
+// reasonText makes a line of a job's stderr fit a reason: control
+// characters (NULs of binary output, escapes) dropped, invalid UTF-8
+// replaced, and a long line cut to its last reasonLineMax bytes, where
+// the error message is.
+func reasonText(l string) string {
+	l = strings.ToValidUTF8(l, "\uFFFD")
+	l = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\t' {
+			return -1
+		}
+		return r
+	}, l))
+	if len(l) > reasonLineMax {
+		cut := len(l) - reasonLineMax
+		for cut < len(l) && !utf8.RuneStart(l[cut]) {
+			cut++
+		}
+		l = "…" + l[cut:]
+	}
+	return l
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -106,6 +107,10 @@ func TestClassify(t *testing.T) {
 			Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Signal: "SIGKILL", Reason: "bwrap killed by SIGKILL before the command started"}},
 		{"never started", ClassifyParams{Mode: ModeReadOnly},
 			Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Reason: "the process never started"}},
+		{"denied after binary output: the reason is text", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append(bytes.Repeat([]byte{0}, 8000), "\x1b[31mtail: /etc/x: Permission denied\x1b[0m\n"...)},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: [31mtail: /etc/x: Permission denied[0m"}},
+		{"denied on a long line: its end", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(strings.Repeat("é", 400) + " cp: /usr/y: Read-only file system\n")},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: …" + strings.Repeat("é", 133) + " cp: /usr/y: Read-only file system"}},
 		{"danger exit 1", ClassifyParams{Mode: ModeDangerFullAccess, State: one, Stderr: []byte("Read-only file system\n")},
 			Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}},
 		{"danger ok", ClassifyParams{Mode: ModeDangerFullAccess, State: ok},
