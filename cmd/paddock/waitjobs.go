@@ -56,7 +56,7 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	defer wake.close()
 	wake.setWant(pending)
 	final := make(map[string]queue.Job, len(ids))
-	finalStates := []queue.JobState{queue.StateSucceeded, queue.StateFailed, queue.StateDenied, queue.StateCanceled}
+	finalStates := slices.DeleteFunc(queue.JobStates(), func(s queue.JobState) bool { return !s.Finished() })
 	lastGone := time.Now()
 	for {
 		// One query per look: which of the pending jobs are final now.
