@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,6 +47,14 @@ hook; 130 canceled (Ctrl-C cancels the job and records it as canceled).`,
 }
 
 func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file string) error {
+	// A reader that stops reading (`paddock run job.toml | head -1`) must
+	// not kill paddock with SIGPIPE, as it kills the other commands: the
+	// job would be left "running" until its lease expired and a worker ran
+	// it again. Asked for with Notify (the channel is never read), SIGPIPE
+	// makes writes to a closed stdout fail with EPIPE instead (os/signal,
+	// "SIGPIPE"); the echo ignores them and the job runs to its end. The
+	// job keeps SIGPIPE's default action, which signal.Ignore would pass on.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
 	if err != nil {
 		return err

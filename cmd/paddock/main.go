@@ -24,13 +24,6 @@ const (
 
 func main() {
 	closeInheritedFDs()
-	// A closed stdout (`paddock run job.toml | head -1`) must not kill
-	// paddock with SIGPIPE: a run would leave its job "running" until its
-	// lease expired and a worker ran it again. Asked for with Notify (the
-	// channel is never read), SIGPIPE makes such writes fail with EPIPE
-	// instead (os/signal, "SIGPIPE"), and the jobs paddock starts keep the
-	// default disposition, which signal.Ignore would pass on to them.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:]))
