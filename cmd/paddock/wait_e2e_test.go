@@ -163,3 +163,29 @@ func TestEventJobID(t *testing.T) {
 		require.Equal(t, want, eventJobID([]byte(line)), line)
 	}
 }
+
+// TestEventWatchLongLine: a line longer than maxEventLine is not kept in
+// memory; it counts as wanted (the wait looks), and the lines after it
+// are read as usual.
+func TestEventWatchLongLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), eventsFile)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	ew := watchEvents(path)
+	defer ew.close()
+	require.NotNil(t, ew.f)
+	ew.setWant([]string{"mine"})
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteString(strings.Repeat("x", 3*maxEventLine))
+	require.NoError(t, err)
+	require.True(t, ew.wanted())
+	require.LessOrEqual(t, cap(ew.partial), maxEventLine)
+	_, err = f.WriteString(strings.Repeat("y", maxEventLine) + `"job_id":"mine"` + "\n" + `{"job_id":"theirs"}` + "\n")
+	require.NoError(t, err)
+	require.False(t, ew.wanted(), "the end of the long line and another job's line")
+	_, err = f.WriteString(`{"job_id":"mine"}` + "\n")
+	require.NoError(t, err)
+	require.True(t, ew.wanted())
+}
