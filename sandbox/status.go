@@ -195,10 +195,10 @@ func Classify(p ClassifyParams) Classification {
 func denialLine(stderr []byte) (string, bool) {
 	lines := bytes.Split(stderr, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(string(lines[i]))
+		l := reasonText(string(lines[i]))
 		for _, sig := range denialSignatures {
-			if strings.Contains(l, sig) {
-				return reasonText(l), true
+			if at := strings.LastIndex(l, sig); at >= 0 {
+				return quoteAround(l, at, len(sig)), true
 			}
 		}
 	}
@@ -208,24 +208,45 @@ func denialLine(stderr []byte) (string, bool) {
 // reasonLineMax is how much of a stderr line a reason quotes, in bytes.
 const reasonLineMax = 300
 
-// reasonText makes a line of a job's stderr fit a reason: control
-// characters (NULs of binary output, escapes) dropped, invalid UTF-8
-// replaced, and a long line cut to its last reasonLineMax bytes, where
-// the error message is.
+// reasonText makes a line of a job's stderr fit a reason: invalid UTF-8
+// replaced, control characters (NULs of binary output, escapes) and
+// format characters (bidi overrides such as U+202E, zero-width ones,
+// which would change how the rest reads) dropped, tabs made spaces.
 func reasonText(l string) string {
 	l = strings.ToValidUTF8(l, "\uFFFD")
-	l = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) && r != '\t' {
+	return strings.TrimSpace(strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case unicode.IsControl(r), unicode.Is(unicode.Cf, r):
 			return -1
 		}
 		return r
 	}, l))
-	if len(l) > reasonLineMax {
-		cut := len(l) - reasonLineMax
-		for cut < len(l) && !utf8.RuneStart(l[cut]) {
-			cut++
-		}
-		l = "…" + l[cut:]
+}
+
+// quoteAround returns at most reasonLineMax bytes of l around the n bytes
+// at at (the denial's signature, which the error message ends with):
+// most of what comes before it, the rest after it, "…" where it cuts.
+func quoteAround(l string, at, n int) string {
+	if len(l) <= reasonLineMax {
+		return l
 	}
-	return l
+	end := min(len(l), at+n+(reasonLineMax-n)/4)
+	start := max(0, end-reasonLineMax)
+	end = min(len(l), start+reasonLineMax)
+	for start > 0 && !utf8.RuneStart(l[start]) {
+		start++
+	}
+	for end < len(l) && !utf8.RuneStart(l[end]) {
+		end--
+	}
+	q := l[start:end]
+	if start > 0 {
+		q = "…" + q
+	}
+	if end < len(l) {
+		q += "…"
+	}
+	return q
 }
