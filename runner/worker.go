@@ -132,6 +132,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	}()
 
 	if err := w.recoverLeases(ctx, log); err != nil {
+		if ctx.Err() != nil {
+			return w.summary, nil // stopped before it began: nothing claimed
+		}
 		return w.summary, fmt.Errorf("recover leases: %w", err)
 	}
 

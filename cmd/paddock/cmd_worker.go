@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,7 +61,9 @@ explanation and never runs unconfined.
 
 SIGTERM or SIGINT: stop claiming, let running jobs finish within
 shutdown_grace, then stop them and give them back to the queue (their
-attempts interrupted). A second signal stops at once.`,
+attempts interrupted). A second signal stops at once. A signal while the
+worker starts (loading its hooks) stops it before it claims anything; with
+--drain it then exits 1 if jobs are left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runWorker(cmd.Context(), cmd, opts, gopts)
@@ -100,6 +104,50 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return usagef("--concurrency %d: must be at least 1", opts.Concurrency)
 	}
 
+	// Every signal reaches this channel once, from the start on. The
+	// first stops the worker gracefully (main's NotifyContext cancels ctx
+	// too; either is enough), the second stops it at once: its running
+	// jobs, or its start (nothing runs yet; loading hooks without the
+	// compilation cache takes seconds and cannot be interrupted). Counting
+	// here, rather than watching ctx, cannot mistake the first signal for
+	// the second.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stopGraceful := context.WithCancel(ctx)
+	defer stopGraceful()
+	var running atomic.Pointer[runner.Worker]
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		stopGraceful()
+		if _, ok := <-sigs; ok {
+			if w := running.Load(); w != nil {
+				log.Warn("second signal: stopping running jobs now")
+				w.Abort()
+				return
+			}
+			log.Warn("second signal while starting: exiting now")
+			os.Exit(exitFailure)
+		}
+	}()
+	// A signal during the start makes its steps fail with "context
+	// canceled"; say what happened instead.
+	stoppedStarting := func() error {
+		log.Info("worker stopped while starting")
+		if !opts.Drain {
+			return nil
+		}
+		if a.store != nil {
+			counts, err := a.store.JobCounts(context.WithoutCancel(ctx))
+			if err == nil && counts[queue.StateQueued]+counts[queue.StateRunning] == 0 {
+				return nil // nothing was left to drain
+			}
+		}
+		return &exitCodeError{code: exitFailure, err: errors.New("stopped by a signal while starting: the queue was not drained")}
+	}
+
 	// Loading the hook chain (~0.1 s, nearly all of it wazero reading
 	// and checking its compiled code) is the long pole of a start; the
 	// probe (cached: a few file reads) and opening the store go beside it.
@@ -133,14 +181,22 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 				cr.chain.Close(context.Background())
 			}
 		}()
+		if ctx.Err() != nil {
+			return stoppedStarting()
+		}
 		return err
 	}
 	defer a.Close()
 	cr, pr := <-chainDone, <-probeDone
+	if cr.err == nil {
+		defer cr.chain.Close(context.Background())
+	}
+	if ctx.Err() != nil {
+		return stoppedStarting()
+	}
 	if cr.err != nil {
 		return cr.err
 	}
-	defer cr.chain.Close(context.Background())
 	chain := cr.chain
 	probe, probeErr := pr.rep, pr.err
 	if probeErr != nil {
@@ -178,26 +234,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		Events:      events,
 	})
 
-	// Every signal reaches this channel once. The first stops the worker
-	// gracefully (main's NotifyContext cancels ctx too; either is enough),
-	// the second stops it at once. Counting here, rather than watching ctx,
-	// cannot mistake the first signal for the second.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, stopGraceful := context.WithCancel(ctx)
-	defer stopGraceful()
-	go func() {
-		if _, ok := <-sigs; !ok {
-			return
-		}
-		stopGraceful()
-		if _, ok := <-sigs; ok {
-			log.Warn("second signal: stopping running jobs now")
-			w.Abort()
-		}
-	}()
-
+	running.Store(w)
 	sum, err := w.Run(ctx)
 	if err != nil {
 		return err

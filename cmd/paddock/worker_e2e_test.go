@@ -199,3 +199,56 @@ func TestE2EWorkerDrainStoppedExits1(t *testing.T) {
 	require.Equal(t, "queued", b.Show(ids[0]).State)
 	e2etest.RequireNoProcess(t, marker)
 }
+
+// A signal while the worker starts (its hooks compiling, no compilation
+// cache) stops it as a signal after the start does: no "context
+// canceled" failure, exit 1 from --drain with jobs left, nothing run; a
+// second signal ends the start at once.
+func TestE2EWorkerSignalWhileStarting(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "[[hook]]\nname = \"deny\"\npath = \""+denylistWasm(t)+"\"\n")
+	ids := b.Submit(b.WriteJob("one.toml", "name = \"one\"\ncommand = \"true\"\n"))
+	start := func() (*exec.Cmd, *strings.Builder) {
+		t.Helper()
+		require.NoError(t, os.RemoveAll(filepath.Join(b.State, "cache", "wazero"))) // a start of seconds
+		w := b.Cmd(context.Background(), "worker", "--drain")
+		var errb strings.Builder
+		w.Stderr = &errb
+		require.NoError(t, w.Start())
+		// Signals go once the worker has its store open (its -shm file
+		// exists while it is; the submit's went with it), while the hook
+		// still compiles.
+		shm := filepath.Join(b.State, DatabaseFile+"-shm")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(shm); err == nil {
+				break
+			}
+			require.False(t, time.Now().After(deadline), "the worker never opened its store")
+		}
+		time.Sleep(100 * time.Millisecond)
+		return w, &errb
+	}
+	exitCode := func(w *exec.Cmd, errb *strings.Builder) int {
+		t.Helper()
+		var ee *exec.ExitError
+		require.ErrorAs(t, w.Wait(), &ee, errb.String())
+		return ee.ExitCode()
+	}
+
+	w, errb := start()
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 1, exitCode(w, errb), errb.String())
+	require.Contains(t, errb.String(), "stopped by a signal while starting: the queue was not drained")
+	require.NotContains(t, errb.String(), "context canceled")
+	require.Equal(t, "queued", b.Show(ids[0]).State)
+
+	w, errb = start()
+	began := time.Now()
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 1, exitCode(w, errb), errb.String())
+	require.Contains(t, errb.String(), "second signal while starting")
+	t.Logf("exited %s after the first signal", time.Since(began))
+	require.Equal(t, "queued", b.Show(ids[0]).State)
+}
