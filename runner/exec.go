@@ -177,13 +177,10 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	att.ConfinedArgv = argv
 
-	// One flat directory: a directory per job would cost a mkdir per job.
-	logDir := filepath.Join(e.StateDir, "logs")
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.StateDir, logsDir), 0o700); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "log directory: "+err.Error())
 	}
-	att.StdoutPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stdout", job.ID, p.Attempt))
-	att.StderrPath = filepath.Join(logDir, fmt.Sprintf("%s.%d.stderr", job.ID, p.Attempt))
+	att.StdoutPath, att.StderrPath = AttemptLogPaths(e.StateDir, job.ID, p.Attempt)
 	stdout := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
 	stderr := newCappedLog(att.StderrPath, e.Config.LogMaxBytes, stderrTailBytes, p.Stderr)
 
@@ -550,6 +547,20 @@ type spawnResult struct {
 
 // spawn starts argv in its own process group, with the sandbox status pipe
 // when confined, and waits for it, stopping it on timeout, cancel or ctx.
+// logsDir is the state directory's one flat directory of attempt logs: a
+// directory per job would cost a mkdir per job.
+const logsDir = "logs"
+
+// AttemptLogPaths returns where attempt number attempt (1-based) of job
+// jobID writes its stdout and stderr under stateDir:
+// <stateDir>/logs/<jobID>.<attempt>.stdout and .stderr. A file exists
+// once the job wrote a byte to that stream. The attempt's record names
+// them only once it ended; `paddock logs -f` reads them while it runs.
+func AttemptLogPaths(stateDir, jobID string, attempt int) (stdout, stderr string) {
+	base := filepath.Join(stateDir, logsDir, fmt.Sprintf("%s.%d", jobID, attempt))
+	return base + ".stdout", base + ".stderr"
+}
+
 func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.cwd

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/queue"
+	"paddock/runner"
 )
 
 // LogsOptions are the flags of `paddock logs`.
@@ -82,9 +83,14 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 		}
 		at, ok := pickAttempt(j, opts.Attempt)
 		final := isFinal(j.State) || (opts.Attempt != 0 && ok && !at.EndedAt.IsZero())
-		path := at.StdoutPath
+		stdoutPath, stderrPath := at.StdoutPath, at.StderrPath
+		if ok && at.EndedAt.IsZero() && stdoutPath == "" {
+			// Running: the record names its logs only once it ended.
+			stdoutPath, stderrPath = runner.AttemptLogPaths(a.stateDir, j.ID, at.Number)
+		}
+		path := stdoutPath
 		if opts.Stderr {
-			path = at.StderrPath
+			path = stderrPath
 		}
 		if f == nil && ok && path != "" {
 			f, err = os.Open(path)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,4 +253,27 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	require.Contains(t, errb.String(), "second signal while starting")
 	t.Logf("exited %s after the first signal", time.Since(began))
 	require.Equal(t, "queued", b.Show(ids[0]).State)
+}
+
+// `paddock logs -f` prints a job's output while it runs, not only once it
+// ended (its attempt names its logs only then).
+func TestE2ELogsFollowStreams(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	ids := b.Submit(b.WriteJob("slow.toml", "name = \"slow\"\nmode = \"read_only\"\ncommand = \"echo first; sleep 8; echo last\"\n"))
+	b.StartWorker()
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.CommandTimeout)
+	defer cancel()
+	c := b.Cmd(ctx, "logs", "-f", ids[0])
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "first\n", line)
+	require.Equal(t, "running", b.Show(ids[0]).State, "the first line came while the job ran")
+	rest, err := io.ReadAll(out)
+	require.NoError(t, err)
+	require.Equal(t, "last\n", string(rest))
+	require.NoError(t, c.Wait())
 }
