@@ -139,13 +139,10 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		if !opts.Drain {
 			return nil
 		}
-		if a.store != nil {
-			counts, err := a.store.JobCounts(context.WithoutCancel(ctx))
-			if err == nil && counts[queue.StateQueued]+counts[queue.StateRunning] == 0 {
-				return nil // nothing was left to drain
-			}
+		if a.store == nil {
+			return &exitCodeError{code: exitFailure, err: errors.New("stopped by a signal while starting: the queue was not drained")}
 		}
-		return &exitCodeError{code: exitFailure, err: errors.New("stopped by a signal while starting: the queue was not drained")}
+		return drainLeft(ctx, a.store)
 	}
 
 	// Loading the hook chain (~0.1 s, nearly all of it wazero reading
@@ -249,15 +246,21 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %v", len(sum.Failed), sum.Failed)}
 	}
 	if opts.Drain && ctx.Err() != nil {
-		// Stopped by a signal: `worker --drain && next-step` must not go
-		// on while jobs are still waiting.
-		counts, err := a.store.JobCounts(context.WithoutCancel(ctx))
-		if err != nil {
-			return err
-		}
-		if left := counts[queue.StateQueued] + counts[queue.StateRunning]; left > 0 {
-			return &exitCodeError{code: exitFailure, err: fmt.Errorf("stopped before the queue was drained: %d job(s) queued or running", left)}
-		}
+		return drainLeft(ctx, a.store)
+	}
+	return nil
+}
+
+// drainLeft is the end of a `worker --drain` stopped by a signal: an
+// exit-1 error when jobs are still queued or running, so that
+// `worker --drain && next-step` does not go on while they wait.
+func drainLeft(ctx context.Context, st queue.Store) error {
+	counts, err := st.JobCounts(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if left := counts[queue.StateQueued] + counts[queue.StateRunning]; left > 0 {
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("stopped before the queue was drained: %d job(s) queued or running", left)}
 	}
 	return nil
 }

@@ -240,7 +240,7 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	w, errb := start()
 	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 1, exitCode(w, errb), errb.String())
-	require.Contains(t, errb.String(), "stopped by a signal while starting: the queue was not drained")
+	require.Contains(t, errb.String(), "stopped before the queue was drained: 1 job(s) queued or running")
 	require.NotContains(t, errb.String(), "context canceled")
 	require.Equal(t, "queued", b.Show(ids[0]).State)
 
