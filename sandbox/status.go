@@ -195,14 +195,60 @@ func Classify(p ClassifyParams) Classification {
 func denialLine(stderr []byte) (string, bool) {
 	lines := bytes.Split(stderr, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {
-		l := reasonText(string(lines[i]))
+		raw := string(lines[i])
 		for _, sig := range denialSignatures {
-			if at := strings.LastIndex(l, sig); at >= 0 {
+			if at := strings.LastIndex(raw, sig); at >= 0 {
+				l := reasonText(raw[messageStart(raw, at):])
+				at = strings.LastIndex(l, sig)
 				return quoteAround(l, at, len(sig)), true
 			}
 		}
 	}
 	return "", false
+}
+
+// binaryWindow, binaryMin and binaryGap define where binary output ends on
+// a line. A character is junk when it is an invalid UTF-8 byte or a control
+// character other than tab and escape (which colours use). Binary starts at
+// a stretch of binaryWindow characters of which at least binaryMin are junk,
+// and goes on while junk comes again within binaryGap characters. Random
+// bytes are ~60% junk, and a clean run of binaryGap of them has odds of
+// ~1e-7; text in a legacy encoding (a Latin-1 file name) has a junk byte
+// here and there, and valid UTF-8 text none.
+const (
+	binaryWindow = 8
+	binaryMin    = 4
+	binaryGap    = 16
+)
+
+// messageStart returns where the message that ends at at begins in l: just
+// after the binary output before at (see binaryWindow), or 0 when there is
+// none. A program that writes binary to stderr and then fails a write
+// leaves its message on the binary's line; the reason's quote should start
+// at the message ("touch: cannot touch ..."), not at hundreds of bytes of
+// U+FFFD.
+func messageStart(l string, at int) int {
+	var window [binaryWindow]bool // junk or not, of the last characters: a ring
+	start, last := 0, -1          // last: the index, in characters, of binary's last junk
+	for i, n := 0, 0; i < at; n++ {
+		r, size := utf8.DecodeRuneInString(l[i:])
+		i += size
+		junk := (r == utf8.RuneError && size == 1) || (unicode.IsControl(r) && r != '\t' && r != '\x1b')
+		window[n%binaryWindow] = junk
+		if !junk {
+			continue
+		}
+		dense := 0
+		for _, j := range window {
+			if j {
+				dense++
+			}
+		}
+		if dense >= binaryMin || (last >= 0 && n-last <= binaryGap) {
+			start, last = i, n
+		}
+	}
+	return start
 }
 
 // reasonLineMax is how much of a stderr line a reason quotes, in bytes.

@@ -3,11 +3,13 @@ package sandbox
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,4 +155,41 @@ func TestDiagnose(t *testing.T) {
 	d, ok := Diagnose([]byte("bwrap: something new\n"))
 	require.True(t, ok)
 	require.Equal(t, Diagnosis{Line: "bwrap: something new"}, d)
+}
+
+// TestClassifyDenialAfterBinary: a program that wrote binary to stderr and
+// then failed a write leaves its message on the binary's line; the reason
+// quotes the message, with at most a few stray characters of the binary
+// before it (the clean run that ended the binary: ~0.6 on average for
+// random bytes), never hundreds of U+FFFD. A file name
+// in a legacy encoding is not binary: its message is quoted whole.
+func TestClassifyDenialAfterBinary(t *testing.T) {
+	t.Parallel()
+	_, one, _ := states(t)
+	ran1 := Status{ChildPID: 5, Ran: true, ExitCode: 1}
+	const msg = "touch: cannot touch '/etc/x': Read-only file system"
+	rng := rand.New(rand.NewPCG(1, 2))
+	strays := 0
+	for seed := range 200 {
+		junk := make([]byte, 2000)
+		for i := range junk {
+			junk[i] = byte(rng.UintN(256))
+			if junk[i] == '\n' {
+				junk[i] = 0
+			}
+		}
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append(junk, msg+"\n"...)})
+		require.True(t, c.Denied, "seed %d", seed)
+		q, ok := strings.CutPrefix(c.Reason, "write refused by the fence: ")
+		require.True(t, ok, "seed %d: %q", seed, c.Reason)
+		stray, ok := strings.CutSuffix(q, msg)
+		require.True(t, ok, "seed %d: %q", seed, q)
+		require.Less(t, utf8.RuneCountInString(stray), binaryGap, "seed %d: %q", seed, q)
+		strays += utf8.RuneCountInString(stray)
+	}
+	require.Less(t, strays, 2*200, "stray characters before the message, in all")
+
+	latin1 := "cp: cannot create regular file '/usr/caf\xe9 cr\xe8me/\xe0 la carte': Read-only file system"
+	c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(latin1 + "\n")})
+	require.Equal(t, "write refused by the fence: "+strings.ToValidUTF8(latin1, "\uFFFD"), c.Reason)
 }
