@@ -20,6 +20,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // the command ran and reported failure (a denied hook, a failed job)
 	exitUsage   = 2 // bad flags, bad input, a file that does not load
+	// exitInterrupted: a command other than worker and run ended by SIGINT
+	// or SIGTERM before it was done (a wait before its jobs were final);
+	// 128+SIGINT, as a shell reports a command that Ctrl-C ended.
+	exitInterrupted = 130
 )
 
 func main() {
@@ -62,6 +66,13 @@ func run(ctx context.Context, args []string) int {
 			printError(gopts, ec.err)
 		}
 		return ec.code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// SIGINT or SIGTERM ended the command mid-way (opening the queue,
+		// a query): that is not a failure of the store, whatever the
+		// layer that saw the canceled context says.
+		printError(gopts, errors.New("interrupted"))
+		return exitInterrupted
 	}
 	printError(gopts, err)
 	var ue *usageError

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +70,25 @@ func TestE2ESubmitWait(t *testing.T) {
 	_, errOut, code = other.Run("wait", "--timeout", "500ms", ids[0])
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "timed out waiting; 0 of 1 jobs final")
+
+	// Ctrl-C (or SIGTERM) ends a wait with 130, not 1: a script can tell
+	// an interrupted wait from jobs that failed. The job goes on.
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		var stderr strings.Builder
+		wc := other.Cmd(context.Background(), "wait", ids[0])
+		wc.Stderr = &stderr
+		require.NoError(t, wc.Start())
+		// Its signal handler is set before it opens the queue.
+		waitOpen(t, wc.Process.Pid, DatabaseFile)
+		require.NoError(t, wc.Process.Signal(sig))
+		err := wc.Wait()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s: %s", sig, stderr.String())
+		require.Equal(t, 130, ee.ExitCode(), "%s: %s", sig, stderr.String())
+		require.Contains(t, stderr.String(), "interrupted")
+		require.NotContains(t, stderr.String(), "context canceled")
+	}
+	require.Equal(t, "queued", other.Show(ids[0]).State)
 
 	// Bad --timeout: a usage error, before anything is enqueued.
 	_, errOut, code = other.Run("wait", "--timeout", "-1s", ids[0])
@@ -190,4 +212,19 @@ func TestEventWatchLongLine(t *testing.T) {
 	_, err = f.WriteString(`{"job_id":"mine"}` + "\n")
 	require.NoError(t, err)
 	require.True(t, ew.wanted())
+}
+
+// waitOpen waits (up to 30 s) until process pid has a file named name open.
+func waitOpen(t *testing.T, pid int, name string) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && filepath.Base(l) == name {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d never opened %s", pid, name)
 }

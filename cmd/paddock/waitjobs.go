@@ -92,7 +92,10 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 		select {
 		case <-ctx.Done():
 			clearBar(bar)
-			return &exitCodeError{code: exitFailure, err: fmt.Errorf("interrupted while waiting; %d of %d jobs final", len(final), len(ids))}
+			// 128+SIGINT, as shells report a command Ctrl-C ended, so that
+			// `paddock wait X || handle-failure` can tell an interrupted
+			// wait from jobs that failed (exit 1).
+			return &exitCodeError{code: exitInterrupted, err: fmt.Errorf("interrupted while waiting; %d of %d jobs final (the jobs go on)", len(final), len(ids))}
 		case <-deadline:
 			clearBar(bar)
 			return &exitCodeError{code: exitFailure, err: fmt.Errorf("timed out waiting; %d of %d jobs final", len(final), len(ids))}
