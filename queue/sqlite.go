@@ -495,215 +495,297 @@ func (s *SQLiteStore) fill(ctx context.Context, q querier, r *jobRow, attempts, 
 	return nil
 }
 
-// JobEnqueue implements Store. Names in Spec.After resolve first to a job
-// of the same batch, then to a stored job (by id, or the newest job with
-// that name); a reference to nothing refuses the batch. A dependency that
-// already succeeded counts as met; one that already failed, was denied or
-// was canceled makes the new job fail at once (with its dependents).
+// JobEnqueue implements Store: JobEnqueueAll of one batch.
 func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error) {
-	if p == nil || len(p.Specs) == 0 {
-		return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
-	}
-	if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
-		return nil, verr
-	}
-	p, scheduled := splitScheduled(p) // p now holds the one-off jobs only
-	now := s.now()
-	specJSON, err := encodeSpecs(p.Specs)
+	jobs, err := s.JobEnqueueAll(ctx, []*JobEnqueueParams{p})
 	if err != nil {
 		return nil, err
 	}
+	return jobs[0], nil
+}
+
+// enqueueBatch is one batch of JobEnqueueAll, checked and encoded before
+// the transaction.
+type enqueueBatch struct {
+	p         *JobEnqueueParams // the one-off jobs
+	scheduled *ScheduleUpsertParams
+	specJSON  [][]byte
+}
+
+// JobEnqueueAll implements Store. Names in Spec.After resolve first to a
+// job of the same batch, then to a stored job or one of an earlier batch
+// (by id, or the newest job with that name); a reference to nothing
+// refuses the whole call. A dependency that already succeeded counts as
+// met; one that already failed, was denied or was canceled makes the new
+// job fail at once (with its dependents).
+func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams) ([][]Job, error) {
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("%w: no batch", ErrInvalid)
+	}
+	batches := make([]enqueueBatch, len(ps))
+	big := false
+	for i, p := range ps {
+		if p == nil || len(p.Specs) == 0 {
+			return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
+		}
+		if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
+			return nil, verr
+		}
+		if verr := crossBatchNames(ps[:i], p); verr != nil {
+			return nil, verr
+		}
+		jobs, scheduled := splitScheduled(p)
+		specJSON, err := encodeSpecs(jobs.Specs)
+		if err != nil {
+			return nil, err
+		}
+		batches[i] = enqueueBatch{p: jobs, scheduled: scheduled, specJSON: specJSON}
+		big = big || len(jobs.Specs) >= insertChunkBig
+	}
+	now := s.now()
+	var bigIns *sql.Stmt
+	if big {
+		// Prepared before the transaction takes the only write connection.
+		var err error
+		if bigIns, err = s.jobInsBig(ctx); err != nil {
+			return nil, fmt.Errorf("queue: enqueue: %w", err)
+		}
+	}
+	out := make([][]Job, len(batches))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for i, b := range batches {
+			jobs, err := s.enqueueTx(ctx, tx, b, bigIns, now)
+			if err != nil {
+				return err
+			}
+			out[i] = jobs
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// crossBatchNames refuses a name of p that a batch of earlier also gives:
+// the job of the earlier batch would hold it when p is stored.
+func crossBatchNames(earlier []*JobEnqueueParams, p *JobEnqueueParams) error {
+	if len(earlier) == 0 {
+		return nil
+	}
+	where := map[string]string{}
+	for _, e := range earlier {
+		for _, sp := range e.Specs {
+			if sp.Name != "" && sp.Schedule == "" {
+				if _, ok := where[sp.Name]; !ok {
+					where[sp.Name] = cmp.Or(e.SourcePath, "<stdin>")
+					if sp.Line > 0 {
+						where[sp.Name] += ":" + strconv.Itoa(sp.Line)
+					}
+				}
+			}
+		}
+	}
+	var errs []FieldError
+	for _, sp := range p.Specs {
+		if at, ok := where[sp.Name]; ok && sp.Schedule == "" {
+			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
+				Message: fmt.Sprintf("duplicate name %q: a job of %s has it too (names are unique among the queued and running jobs)", sp.Name, at)})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	at := KeyLines([]byte(p.Source))
+	for i := range errs {
+		errs[i].Line = at(errs[i].Line, errs[i].Key)
+	}
+	return &ValidationError{Errors: errs}
+}
+
+// enqueueTx stores batch b in tx and returns its jobs (b.scheduled goes in
+// as schedules).
+func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch, bigIns *sql.Stmt, now int64) ([]Job, error) {
+	p, scheduled, specJSON := b.p, b.scheduled, b.specJSON
 	batchIdx := make(map[string]int, len(p.Specs))
 	for i, sp := range p.Specs {
 		if sp.Name != "" {
 			batchIdx[sp.Name] = i
 		}
 	}
-	var bigIns *sql.Stmt
-	if len(p.Specs) >= insertChunkBig {
-		// Prepared before the transaction takes the only write connection.
-		if bigIns, err = s.jobInsBig(ctx); err != nil {
-			return nil, fmt.Errorf("queue: enqueue: %w", err)
+	jobs := make([]Job, len(p.Specs))
+	if len(scheduled.Specs) > 0 {
+		if _, err := s.scheduleUpsertTx(ctx, tx, scheduled, now); err != nil {
+			return nil, err
 		}
 	}
-	jobs := make([]Job, len(p.Specs))
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if len(scheduled.Specs) > 0 {
-			if _, err := s.scheduleUpsertTx(ctx, tx, scheduled, now); err != nil {
-				return err
-			}
+	if len(p.Specs) == 0 {
+		return jobs, nil
+	}
+	var errs []FieldError
+	inUse := false
+	fe := func(sp Spec, i int, key, msg string) {
+		label := "job " + strconv.Itoa(i+1)
+		if sp.Name != "" {
+			label = "job " + strconv.Quote(sp.Name)
 		}
-		if len(p.Specs) == 0 {
-			return nil
+		errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: label, Key: key, Message: msg})
+	}
+	// Names held by queued or running jobs: one query for the batch.
+	var batchNames []string
+	for _, sp := range p.Specs {
+		if sp.Name != "" {
+			batchNames = append(batchNames, sp.Name)
 		}
-		var errs []FieldError
-		inUse := false
-		fe := func(sp Spec, i int, key, msg string) {
-			label := "job " + strconv.Itoa(i+1)
-			if sp.Name != "" {
-				label = "job " + strconv.Quote(sp.Name)
-			}
-			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: label, Key: key, Message: msg})
-		}
-		// Names held by queued or running jobs: one query for the batch.
-		var batchNames []string
-		for _, sp := range p.Specs {
-			if sp.Name != "" {
-				batchNames = append(batchNames, sp.Name)
-			}
-		}
-		if len(batchNames) > 0 {
-			held, err := heldNames(ctx, tx, batchNames)
-			if err != nil {
-				return err
-			}
-			for i, sp := range p.Specs {
-				if h, ok := held[sp.Name]; ok && sp.Name != "" {
-					inUse = true
-					fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, h[1], h[0]))
-				}
-			}
-		}
-		// Resolve dependencies.
-		type ext struct {
-			rid   int64
-			id    string
-			state JobState
-			label string
-		}
-		extDeps := make([][]ext, len(p.Specs)) // stored dependencies
-		inDeps := make([][]int, len(p.Specs))  // in-batch dependencies
-		extCache := map[string]*ext{}
-		for i, sp := range p.Specs {
-			for _, ref := range sp.After {
-				if j, ok := batchIdx[ref]; ok {
-					if !slices.Contains(inDeps[i], j) { // one edge per dependency, however named
-						inDeps[i] = append(inDeps[i], j)
-					}
-					continue
-				}
-				e, ok := extCache[ref]
-				if !ok {
-					r, err := resolve(ctx, tx, ref)
-					if errors.Is(err, ErrNotFound) {
-						extCache[ref] = nil
-					} else if err != nil {
-						return err
-					} else {
-						e = &ext{rid: r.rid, id: r.ID, state: r.State, label: jobLabel(r.Job)}
-						extCache[ref] = e
-					}
-				}
-				if e == nil {
-					fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
-					continue
-				}
-				if !slices.ContainsFunc(extDeps[i], func(x ext) bool { return x.rid == e.rid }) {
-					extDeps[i] = append(extDeps[i], *e)
-				}
-			}
-		}
-		if len(errs) > 0 {
-			at := KeyLines([]byte(p.Source))
-			for i := range errs {
-				errs[i].Line = at(errs[i].Line, errs[i].Key)
-			}
-			verr := &ValidationError{Errors: errs}
-			if inUse {
-				return fmt.Errorf("%w: %w", ErrNameInUse, verr)
-			}
-			return verr
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
+	}
+	if len(batchNames) > 0 {
+		held, err := heldNames(ctx, tx, batchNames)
 		if err != nil {
-			return fmt.Errorf("queue: enqueue: %w", err)
+			return nil, err
 		}
-		srcID, _ := res.LastInsertId()
-		// Row ids are assigned here (we hold the write lock) so that
-		// dependencies can refer to them and rows go in chunks.
-		var base int64
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rid), 0) FROM jobs`).Scan(&base); err != nil {
-			return fmt.Errorf("queue: enqueue: %w", err)
-		}
-		rids := make([]int64, len(p.Specs))
-		ids := make([]string, len(p.Specs))
-		for i := range p.Specs {
-			ids[i] = NewID(ts(now))
-			rids[i] = base + 1 + int64(i)
-		}
-		args := make([]any, 0, len(p.Specs)*insertCols)
 		for i, sp := range p.Specs {
-			pending := len(inDeps[i])
-			var dep []string
-			for _, j := range inDeps[i] {
-				dep = append(dep, ids[j])
-			}
-			for _, e := range extDeps[i] {
-				dep = append(dep, e.id)
-				if e.state != StateSucceeded {
-					pending++
-				}
-			}
-			args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
-			jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
-				MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
-		}
-		for len(args) > 0 {
-			n := len(args) / insertCols
-			var err error
-			switch {
-			case n >= insertChunkBig:
-				n = insertChunkBig
-				_, err = tx.StmtContext(ctx, bigIns).ExecContext(ctx, args[:n*insertCols]...)
-			case n >= insertChunk:
-				n = insertChunk
-				_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args[:n*insertCols]...)
-			case n == 1:
-				_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, args...)
-			default:
-				_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
-			}
-			if err != nil {
-				return fmt.Errorf("queue: enqueue: %w", err)
-			}
-			args = args[n*insertCols:]
-		}
-		var badDeps []ext
-		for i := range p.Specs {
-			for _, j := range inDeps[i] {
-				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, rids[j], rids[i]); err != nil {
-					return fmt.Errorf("queue: enqueue: %w", err)
-				}
-			}
-			for _, e := range extDeps[i] {
-				if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, e.rid, rids[i]); err != nil {
-					return fmt.Errorf("queue: enqueue: %w", err)
-				}
-				switch e.state {
-				case StateFailed, StateDenied, StateCanceled:
-					badDeps = append(badDeps, e)
-				}
+			if h, ok := held[sp.Name]; ok && sp.Name != "" {
+				inUse = true
+				fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, h[1], h[0]))
 			}
 		}
-		for _, e := range badDeps {
-			if err := failDependents(ctx, tx, e.rid, e.label, e.state, now); err != nil {
-				return err
-			}
-		}
-		if len(badDeps) > 0 { // refresh the states we report
-			for i := range jobs {
-				var state, reason string
-				var fin int64
-				if err := tx.QueryRowContext(ctx, `SELECT state, reason, finished_ns FROM jobs WHERE rid = ?`, rids[i]).Scan(&state, &reason, &fin); err != nil {
-					return fmt.Errorf("queue: enqueue: %w", err)
+	}
+	// Resolve dependencies.
+	type ext struct {
+		rid   int64
+		id    string
+		state JobState
+		label string
+	}
+	extDeps := make([][]ext, len(p.Specs)) // stored dependencies
+	inDeps := make([][]int, len(p.Specs))  // in-batch dependencies
+	extCache := map[string]*ext{}
+	for i, sp := range p.Specs {
+		for _, ref := range sp.After {
+			if j, ok := batchIdx[ref]; ok {
+				if !slices.Contains(inDeps[i], j) { // one edge per dependency, however named
+					inDeps[i] = append(inDeps[i], j)
 				}
-				jobs[i].State, jobs[i].Reason, jobs[i].FinishedAt = JobState(state), reason, ts(fin)
+				continue
+			}
+			e, ok := extCache[ref]
+			if !ok {
+				r, err := resolve(ctx, tx, ref)
+				if errors.Is(err, ErrNotFound) {
+					extCache[ref] = nil
+				} else if err != nil {
+					return nil, err
+				} else {
+					e = &ext{rid: r.rid, id: r.ID, state: r.State, label: jobLabel(r.Job)}
+					extCache[ref] = e
+				}
+			}
+			if e == nil {
+				fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
+				continue
+			}
+			if !slices.ContainsFunc(extDeps[i], func(x ext) bool { return x.rid == e.rid }) {
+				extDeps[i] = append(extDeps[i], *e)
 			}
 		}
-		return nil
-	})
+	}
+	if len(errs) > 0 {
+		at := KeyLines([]byte(p.Source))
+		for i := range errs {
+			errs[i].Line = at(errs[i].Line, errs[i].Key)
+		}
+		verr := &ValidationError{Errors: errs}
+		if inUse {
+			return nil, fmt.Errorf("%w: %w", ErrNameInUse, verr)
+		}
+		return nil, verr
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	srcID, _ := res.LastInsertId()
+	// Row ids are assigned here (we hold the write lock) so that
+	// dependencies can refer to them and rows go in chunks.
+	var base int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rid), 0) FROM jobs`).Scan(&base); err != nil {
+		return nil, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	rids := make([]int64, len(p.Specs))
+	ids := make([]string, len(p.Specs))
+	for i := range p.Specs {
+		ids[i] = NewID(ts(now))
+		rids[i] = base + 1 + int64(i)
+	}
+	args := make([]any, 0, len(p.Specs)*insertCols)
+	for i, sp := range p.Specs {
+		pending := len(inDeps[i])
+		var dep []string
+		for _, j := range inDeps[i] {
+			dep = append(dep, ids[j])
+		}
+		for _, e := range extDeps[i] {
+			dep = append(dep, e.id)
+			if e.state != StateSucceeded {
+				pending++
+			}
+		}
+		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
+		jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
+			MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
+	}
+	for len(args) > 0 {
+		n := len(args) / insertCols
+		var err error
+		switch {
+		case n >= insertChunkBig:
+			n = insertChunkBig
+			_, err = tx.StmtContext(ctx, bigIns).ExecContext(ctx, args[:n*insertCols]...)
+		case n >= insertChunk:
+			n = insertChunk
+			_, err = tx.StmtContext(ctx, s.stJobIns).ExecContext(ctx, args[:n*insertCols]...)
+		case n == 1:
+			_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, args...)
+		default:
+			_, err = tx.ExecContext(ctx, insertJobsSQL(n), args...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: enqueue: %w", err)
+		}
+		args = args[n*insertCols:]
+	}
+	var badDeps []ext
+	for i := range p.Specs {
+		for _, j := range inDeps[i] {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, rids[j], rids[i]); err != nil {
+				return nil, fmt.Errorf("queue: enqueue: %w", err)
+			}
+		}
+		for _, e := range extDeps[i] {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, e.rid, rids[i]); err != nil {
+				return nil, fmt.Errorf("queue: enqueue: %w", err)
+			}
+			switch e.state {
+			case StateFailed, StateDenied, StateCanceled:
+				badDeps = append(badDeps, e)
+			}
+		}
+	}
+	for _, e := range badDeps {
+		if err := failDependents(ctx, tx, e.rid, e.label, e.state, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(badDeps) > 0 { // refresh the states we report
+		for i := range jobs {
+			var state, reason string
+			var fin int64
+			if err := tx.QueryRowContext(ctx, `SELECT state, reason, finished_ns FROM jobs WHERE rid = ?`, rids[i]).Scan(&state, &reason, &fin); err != nil {
+				return nil, fmt.Errorf("queue: enqueue: %w", err)
+			}
+			jobs[i].State, jobs[i].Reason, jobs[i].FinishedAt = JobState(state), reason, ts(fin)
+		}
 	}
 	return jobs, nil
 }

@@ -132,6 +132,12 @@ type Job struct {
 type Store interface {
 	// JobEnqueue stores a batch in one transaction: every spec or none.
 	JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error)
+	// JobEnqueueAll stores several batches (the files of one submission)
+	// in one transaction: every spec of every batch, or none. A batch's
+	// `after` may name a job of an earlier batch; a job name given in two
+	// batches is a *ValidationError. It returns each batch's jobs, in
+	// order; the errors are JobEnqueue's, of the first batch refused.
+	JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams) ([][]Job, error)
 	// JobClaim claims up to p.Limit ready jobs, highest Priority first, then
 	// oldest, starting attempt N+1 of each under a lease for p.WorkerID. No
 	// job is ever handed to two claimers. Returns an empty slice when none is

@@ -83,7 +83,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	}
 	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path})
 	if err != nil {
-		return enqueueError(files[0].path, err, nil)
+		return enqueueError(err)
 	}
 	id := jobs[0].ID
 	note := func(event, text string, attempt int) {

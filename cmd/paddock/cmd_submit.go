@@ -36,7 +36,7 @@ func newSubmitCommand(gopts *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit FILE...|-",
 		Short: "Validate job files and enqueue them; print the job ids",
-		Long: `Validate job files and enqueue them, one transaction per file; print the ids.
+		Long: `Validate job files and enqueue them, all in one transaction; print the ids.
 
 Every file is validated before anything is enqueued: one bad job anywhere
 refuses the whole submission, and every problem is listed with its file,
@@ -115,14 +115,19 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	if err := checkHookNames(a.cfg, files); err != nil {
 		return err
 	}
+	// Every file in one transaction: all of them are enqueued, or none.
+	batches := make([]*queue.JobEnqueueParams, len(files))
+	for i, f := range files {
+		batches[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path}
+	}
+	enqueued, err := a.store.JobEnqueueAll(ctx, batches)
+	if err != nil {
+		return enqueueError(err)
+	}
 	var ids []string
 	out := cmd.OutOrStdout()
-	for _, f := range files {
-		jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path})
-		if err != nil {
-			return enqueueError(f.path, err, ids)
-		}
-		for _, j := range jobs {
+	for i, f := range files {
+		for _, j := range enqueued[i] {
 			ids = append(ids, j.ID)
 			if gopts.JSON {
 				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": f.path})
@@ -139,21 +144,15 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	return waitJobs(ctx, a, ids, opts.Timeout, out, gopts.JSON)
 }
 
-// enqueueError explains a file the store refused. Validation the store
-// does (an `after` naming nothing, a name held by an active job) is bad
-// input: exit 2. Files before it (listed) were enqueued, each whole.
-func enqueueError(path string, err error, earlier []string) error {
-	msg := fmt.Sprintf("nothing from %s was enqueued: %v", path, err)
+// enqueueError explains a submission the store refused (nothing of it was
+// enqueued). Validation the store does (an `after` naming nothing, a name
+// held by an active job or given twice) is bad input: exit 2; the
+// problems name their file and line.
+func enqueueError(err error) error {
 	if errors.Is(err, queue.ErrInvalid) {
-		msg = fmt.Sprintf("nothing from %s was enqueued:\n%v", path, err)
+		return usagef("nothing was enqueued:\n%v", err)
 	}
-	if len(earlier) > 0 {
-		msg += fmt.Sprintf("\n(the jobs of the files before it were enqueued: %s)", strings.Join(earlier, " "))
-	}
-	if errors.Is(err, queue.ErrInvalid) {
-		return &usageError{errors.New(msg)}
-	}
-	return errors.New(msg)
+	return fmt.Errorf("nothing was enqueued: %w", err)
 }
 
 // checkHookNames runs the config's hook-name check on every file, before

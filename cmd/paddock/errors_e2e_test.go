@@ -24,7 +24,7 @@ func TestE2EBadInputExitCodes(t *testing.T) {
 	after := b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
 	_, errOut, code := b.Run("submit", after)
 	require.Equal(t, 2, code, errOut)
-	require.Contains(t, errOut, "nothing from")
+	require.Contains(t, errOut, "nothing was enqueued")
 	require.Contains(t, errOut, "does-not-exist")
 	require.Contains(t, errOut, "after.toml:3:", "the line of the after key")
 	nothingQueued()
@@ -55,6 +55,39 @@ func TestE2EBadInputExitCodes(t *testing.T) {
 	out, _, code := b.Run("check", cwd)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "cannot_run")
+}
+
+// The files of one submission are enqueued all or none: a good file before
+// a bad one is not left enqueued, whether the bad one reuses its job name
+// or names nothing in after (the first once stayed enqueued).
+func TestE2ESubmitFilesAllOrNone(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	nothingQueued := func() {
+		t.Helper()
+		require.Empty(t, b.List(), "nothing may be enqueued")
+	}
+	after := b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
+	good := b.WriteJob("good.toml", "name = \"same\"\ncommand = \"true\"\n")
+	again := b.WriteJob("again.toml", "# the same name\n\nname = \"same\"\ncommand = \"true\"\n")
+	_, errOut, code := b.Run("submit", good, again)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "nothing was enqueued")
+	require.Contains(t, errOut, `again.toml:3: job "same": name: duplicate name "same": a job of `+good+`:1 has it too`)
+	nothingQueued()
+	_, errOut, code = b.Run("submit", good, after)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "after.toml:3:")
+	nothingQueued()
+	// A later file's after may name a job of an earlier one.
+	dep := b.WriteJob("dep.toml", "name = \"dep\"\ncommand = \"true\"\nafter = [\"same\"]\n")
+	ids := b.Submit(good, dep)
+	require.Len(t, ids, 2)
+	_, errOut, code = b.Run("cancel", ids[0])
+	require.Equal(t, 0, code, errOut)
+	d := b.Show(ids[1])
+	require.Equal(t, "failed", d.State, "its dependency was canceled")
+	require.Contains(t, d.Reason, ids[0])
 }
 
 // paddock logs of a job that never ran says so (exit 1) instead of

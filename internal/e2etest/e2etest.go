@@ -150,9 +150,9 @@ func (b *Bundle) WriteJob(name, text string) string {
 }
 
 // Submit enqueues a job file and returns the ids.
-func (b *Bundle) Submit(path string) []string {
+func (b *Bundle) Submit(paths ...string) []string {
 	b.T.Helper()
-	out, errOut, code := b.Run("submit", path)
+	out, errOut, code := b.Run(append([]string{"submit"}, paths...)...)
 	require.Equal(b.T, 0, code, "submit: %s", errOut)
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {

@@ -216,6 +216,41 @@ func Exercise(t *testing.T, open Opener) {
 		require.ErrorIs(t, err, queue.ErrNotFound)
 	})
 
+	t.Run("EnqueueAllWholeOrNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		one := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}}}, SourcePath: "/srv/one.toml"}
+		for _, bad := range []*queue.JobEnqueueParams{
+			{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"},
+			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"ghost"}}}, SourcePath: "/srv/ghost.toml"},
+			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, Mode: "yolo"}}, SourcePath: "/srv/mode.toml"},
+		} {
+			_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, bad})
+			require.ErrorIs(t, err, queue.ErrInvalid, bad.SourcePath)
+			require.ErrorContains(t, err, bad.SourcePath)
+			_, err = b.st.JobGet(b.ctx, "one")
+			require.ErrorIs(t, err, queue.ErrNotFound, "the first batch of %s was stored", bad.SourcePath)
+		}
+		_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"}})
+		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job of /srv/one.toml has it too`)
+		_, err = b.st.JobEnqueueAll(b.ctx, nil)
+		require.ErrorIs(t, err, queue.ErrInvalid)
+
+		// A later batch's after names a job of an earlier one; a schedule
+		// may share a name with nothing here but is not a job.
+		got, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one,
+			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}}}}})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		require.Len(t, got[0], 1)
+		require.Len(t, got[1], 1)
+		require.Equal(t, []string{got[0][0].ID}, got[1][0].DependsOn)
+		require.Equal(t, 1, got[1][0].DepsPending)
+		j, err := b.st.JobGet(b.ctx, "two")
+		require.NoError(t, err)
+		require.Equal(t, []string{got[0][0].ID}, j.DependsOn)
+	})
+
 	t.Run("ClaimByID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
