@@ -7,12 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -139,6 +143,9 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 	if path == "" || strings.ContainsAny(path, "?\x00") || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("queue: invalid database path %q: expected a file path without '?', NUL or a file: prefix", path)
 	}
+	if err := checkDatabasePath(path); err != nil {
+		return nil, err
+	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = BusyTimeoutDefault
 	}
@@ -174,6 +181,9 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 		}
 		if !isBusy(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			s.Close()
+			if sqliteCode(err) == sqliteNotADB {
+				return nil, fmt.Errorf("queue: open %s: not a SQLite database, or a damaged one: %w", path, err)
+			}
 			return nil, fmt.Errorf("queue: open %s: %w", path, err)
 		}
 		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
@@ -207,12 +217,52 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*SQLiteStore
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (5) or SQLITE_LOCKED (6).
 func isBusy(err error) bool {
+	c := sqliteCode(err)
+	return c == 5 || c == 6
+}
+
+// sqliteNotADB is SQLITE_NOTADB: the file is not a database
+// (https://sqlite.org/rescode.html#notadb).
+const sqliteNotADB = 26
+
+// sqliteCode returns the primary SQLite result code of err, or 0 when err
+// carries none.
+func sqliteCode(err error) int {
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) {
-		c := coded.Code() & 0xff // extended codes keep the primary in the low byte
-		return c == 5 || c == 6
+		return coded.Code() & 0xff // extended codes keep the primary in the low byte
 	}
-	return false
+	return 0
+}
+
+// checkDatabasePath says plainly what SQLite would report as "unable to
+// open database file (14)": path is not a regular file (a directory, say),
+// or its directory does not exist or is not a directory.
+func checkDatabasePath(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		kind := "not a regular file"
+		switch t := fi.Mode().Type(); {
+		case t&fs.ModeDir != 0:
+			kind = "a directory"
+		case t&fs.ModeNamedPipe != 0:
+			kind = "a named pipe"
+		case t&fs.ModeSocket != 0:
+			kind = "a socket"
+		case t&fs.ModeDevice != 0:
+			kind = "a device"
+		}
+		return fmt.Errorf("queue: open %s: it is %s; the queue database must be a file", path, kind)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		dir := filepath.Dir(path)
+		if di, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("queue: open %s: its directory: %w", path, err)
+		} else if !di.IsDir() {
+			return fmt.Errorf("queue: open %s: %s is not a directory", path, dir)
+		}
+	}
+	return nil
 }
 
 func (s *SQLiteStore) migrate(ctx context.Context) error {

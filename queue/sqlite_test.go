@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,5 +64,33 @@ func TestSQLiteOpenConcurrently(t *testing.T) {
 		for i, c := range cmds {
 			require.NoError(t, c.Wait(), "round %d, process %d: %s", round, i, outs[i])
 		}
+	}
+}
+
+// TestSQLiteOpenSaysWhatIsWrong: what SQLite reports as "unable to open
+// database file (14)" or "file is not a database (26)" is said plainly,
+// with the path, once ("queue: open PATH: ...").
+func TestSQLiteOpenSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	mk := func(name string, make func(string) error) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, make(p))
+		return p
+	}
+	file := mk("file", func(p string) error {
+		return os.WriteFile(p, []byte("not sqlite at all, but long enough to be read as a header........................................................................................"), 0o600)
+	})
+	cases := []struct{ path, want string }{
+		{mk("dir", func(p string) error { return os.Mkdir(p, 0o700) }), ": it is a directory; the queue database must be a file"},
+		{mk("fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }), ": it is a named pipe; the queue database must be a file"},
+		{filepath.Join(dir, "missing", "q.db"), ": its directory: stat " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{filepath.Join(file, "q.db"), ": " + file + " is not a directory"},
+		{file, ": not a SQLite database, or a damaged one: file is not a database (26)"},
+	}
+	for _, tc := range cases {
+		_, err := queue.OpenSQLite(ctx, tc.path, queue.SQLiteOptions{})
+		require.EqualError(t, err, "queue: open "+tc.path+tc.want)
 	}
 }

@@ -90,7 +90,7 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 func (a *app) openStore(ctx context.Context) error {
 	st, err := queue.OpenSQLite(ctx, filepath.Join(a.stateDir, DatabaseFile), queue.SQLiteOptions{})
 	if err != nil {
-		return fmt.Errorf("open queue: %w", err)
+		return err // "queue: open PATH: ..."
 	}
 	a.store = st
 	return nil

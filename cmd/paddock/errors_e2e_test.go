@@ -112,7 +112,7 @@ func TestE2EWorkerStoreErrorFirst(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(b.State, DatabaseFile), 0o700)) // not a database
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, "open queue")
+	require.Contains(t, errOut, "paddock: queue: open "+filepath.Join(b.State, DatabaseFile)+": it is a directory; the queue database must be a file")
 	var compiled []string
 	_ = filepath.WalkDir(filepath.Join(b.State, "cache", "wazero"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
