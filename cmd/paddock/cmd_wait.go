@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"paddock/queue"
 )
 
 // WaitOptions are the flags of `paddock wait`.
@@ -36,13 +38,40 @@ func runWait(ctx context.Context, cmd *cobra.Command, opts WaitOptions, gopts *G
 		return err
 	}
 	defer a.Close()
+	ids, err := resolveRefs(ctx, a, refs)
+	if err != nil {
+		return err
+	}
+	return waitJobs(ctx, a, ids, opts.Timeout, cmd.OutOrStdout(), gopts.JSON)
+}
+
+// resolveRefs returns the job id of each ref, in order: the refs that are
+// ids in one query (a script's `paddock wait $(cat ids)` of thousands of
+// them once took a query, with the batch's source text, per ref), the
+// others (names) one by one. An unknown ref is a usage error.
+func resolveRefs(ctx context.Context, a *app, refs []string) ([]string, error) {
+	if len(refs) == 0 {
+		return nil, nil // (an empty IDs would list every job)
+	}
+	known, err := a.store.JobList(ctx, &queue.JobListParams{IDs: refs})
+	if err != nil {
+		return nil, err
+	}
+	isID := make(map[string]bool, len(known))
+	for _, j := range known {
+		isID[j.ID] = true
+	}
 	ids := make([]string, 0, len(refs))
 	for _, r := range refs {
+		if isID[r] {
+			ids = append(ids, r)
+			continue
+		}
 		j, err := a.getJob(ctx, r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ids = append(ids, j.ID)
 	}
-	return waitJobs(ctx, a, ids, opts.Timeout, cmd.OutOrStdout(), gopts.JSON)
+	return ids, nil
 }
