@@ -55,6 +55,7 @@ type options struct {
 	jobs       int
 	bigRuns    int
 	scenarios  string
+	baselines  string
 	jsonOut    bool
 	cpuProfile string
 	// workerProfile, when not "", is a path prefix: each throughput run's
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.jobs, "jobs", 200, "jobs per throughput run")
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
 	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory", "comma-separated scenarios to run")
+	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an in-process worker running the throughput batch (concurrency 2) to this file, and nothing else")
 	flag.StringVar(&o.workerProfile, "worker-cpuprofile", "", "path prefix: each throughput run's paddock worker writes a CPU profile of its whole run (start-up included) to PREFIX.c<concurrency>.r<run>.pprof; the figures are measured as usual")

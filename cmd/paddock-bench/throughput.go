@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -356,10 +357,17 @@ func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (floa
 // throughput is scenario 1 (and the first half of scenario 5).
 func (b *bench) throughput(ctx context.Context) error {
 	tools := []string{"xargs", "parallel", "tsp"}
+	wanted := map[string]bool{"xargs": true}
+	for _, t := range strings.Split(b.o.baselines, ",") {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(tools, t) {
+			return fmt.Errorf("--baselines: unknown tool %q (xargs, parallel, tsp)", t)
+		}
+		wanted[strings.TrimSpace(t)] = true
+	}
 	installed := map[string]bool{}
 	for _, t := range tools {
 		_, err := exec.LookPath(t)
-		installed[t] = err == nil
+		installed[t] = err == nil && wanted[t]
 	}
 	if !installed["xargs"] {
 		return fmt.Errorf("xargs is needed: it is the baseline")
@@ -409,6 +417,9 @@ func (b *bench) throughput(ctx context.Context) error {
 			name := fmt.Sprintf("%s -j %d", t, conc)
 			if t == "tsp" {
 				name = fmt.Sprintf("tsp -S %d", conc)
+			}
+			if !wanted[t] {
+				continue
 			}
 			if !installed[t] {
 				b.note("throughput", name, "not installed")
