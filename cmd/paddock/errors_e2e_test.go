@@ -10,16 +10,19 @@ import (
 	"paddock/internal/e2etest"
 )
 
+// requireNothingQueued fails t when b's queue holds any job.
+func requireNothingQueued(t *testing.T, b *e2etest.Bundle) {
+	t.Helper()
+	require.Empty(t, b.List(), "nothing may be enqueued")
+}
+
 // Bad input found by hand through the real binary: each is refused with
 // the documented exit code and a message that says where, and nothing is
 // enqueued.
 func TestE2EBadInputExitCodes(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
-	nothingQueued := func() {
-		t.Helper()
-		require.Empty(t, b.List(), "nothing may be enqueued")
-	}
+	nothingQueued := func() { t.Helper(); requireNothingQueued(t, b) }
 
 	after := b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
 	_, errOut, code := b.Run("submit", after)
@@ -63,10 +66,7 @@ func TestE2EBadInputExitCodes(t *testing.T) {
 func TestE2ESubmitFilesAllOrNone(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
-	nothingQueued := func() {
-		t.Helper()
-		require.Empty(t, b.List(), "nothing may be enqueued")
-	}
+	nothingQueued := func() { t.Helper(); requireNothingQueued(t, b) }
 	after := b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
 	good := b.WriteJob("good.toml", "name = \"same\"\ncommand = \"true\"\n")
 	again := b.WriteJob("again.toml", "# the same name\n\nname = \"same\"\ncommand = \"true\"\n")

@@ -14,15 +14,34 @@ import (
 	"paddock/queue"
 )
 
-// listSpy records the JobList calls of a wait.
+// listSpy records the JobList calls of a wait and counts its JobGet calls.
 type listSpy struct {
 	queue.Store
 	calls []queue.JobListParams
+	gets  int
+}
+
+func (s *listSpy) JobGet(ctx context.Context, ref string) (queue.Job, error) {
+	s.gets++
+	return s.Store.JobGet(ctx, ref)
 }
 
 func (s *listSpy) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Job, error) {
 	s.calls = append(s.calls, *p)
 	return s.Store.JobList(ctx, p)
+}
+
+// spiedApp returns an app on a new SQLite store in a temporary state
+// directory, the spy between them, and the store itself (closed when t
+// ends).
+func spiedApp(t *testing.T) (*app, *listSpy, *queue.SQLiteStore) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := queue.OpenSQLite(context.Background(), filepath.Join(dir, DatabaseFile), queue.SQLiteOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	spy := &listSpy{Store: st}
+	return &app{stateDir: dir, store: spy}, spy, st
 }
 
 // TestWaitJobsLooksOnlyAtItsJobs: a wait never lists the store without
@@ -33,12 +52,7 @@ func (s *listSpy) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.
 func TestWaitJobsLooksOnlyAtItsJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, DatabaseFile), queue.SQLiteOptions{})
-	require.NoError(t, err)
-	defer st.Close()
-	spy := &listSpy{Store: st}
-	a := &app{stateDir: dir, store: spy}
+	a, spy, st := spiedApp(t)
 
 	var out bytes.Buffer
 	require.NoError(t, waitJobs(ctx, a, nil, time.Second, &out, false))
@@ -63,29 +77,13 @@ func TestWaitJobsLooksOnlyAtItsJobs(t *testing.T) {
 	}
 }
 
-// getSpy counts JobGet calls.
-type getSpy struct {
-	queue.Store
-	gets int
-}
-
-func (s *getSpy) JobGet(ctx context.Context, ref string) (queue.Job, error) {
-	s.gets++
-	return s.Store.JobGet(ctx, ref)
-}
-
 // TestResolveRefs: ids resolve in one query (5,000 of them once took 2 s,
 // a JobGet each), names one by one, in the order given; a ref that is
 // neither is a usage error; no refs resolve to none, not to every job.
 func TestResolveRefs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, DatabaseFile), queue.SQLiteOptions{})
-	require.NoError(t, err)
-	defer st.Close()
-	spy := &getSpy{Store: st}
-	a := &app{stateDir: dir, store: spy}
+	a, spy, st := spiedApp(t)
 	specs := make([]queue.Spec, 50)
 	for i := range specs {
 		specs[i] = queue.Spec{Name: fmt.Sprintf("j%d", i), Command: []string{"true"}}
