@@ -80,7 +80,8 @@ type ProbeCachedParams struct {
 // ([InvalidateProbeCache]).
 //
 // The error wraps [ErrUnusable] when the grade is unusable; the report is
-// filled in either case.
+// filled in either case. When ctx ends during the probe, the error wraps
+// ctx.Err() instead (not ErrUnusable) and the cache file is left alone.
 func ProbeCached(ctx context.Context, p ProbeCachedParams) (ProbeReport, error) {
 	if !p.Refresh {
 		if r := probed.Load(); r != nil {
@@ -226,7 +227,11 @@ func probeThroughCache(ctx context.Context, p ProbeCachedParams) (ProbeReport, e
 		return *rep, err
 	}
 	if p.Path == "" {
-		return ProbeWith(ctx, ProbeParams{Executable: p.Executable, MaxGrade: maxGrade})
+		r, err := ProbeWith(ctx, ProbeParams{Executable: p.Executable, MaxGrade: maxGrade})
+		if ctx.Err() != nil {
+			return r, fmt.Errorf("sandbox: probe interrupted: %w", ctx.Err())
+		}
+		return r, err
 	}
 	if p.MaxAge <= 0 {
 		p.MaxAge = ProbeCacheMaxAgeDefault
@@ -250,6 +255,12 @@ func probeThroughCache(ctx context.Context, p ProbeCachedParams) (ProbeReport, e
 		}
 	}
 	r, err := ProbeWith(ctx, ProbeParams{Executable: p.Executable, MaxGrade: maxGrade})
+	if ctx.Err() != nil {
+		// A probe cut short says nothing about the host (its bwrap was
+		// killed): the cache is left as it was, and the grade is not
+		// reported as unusable.
+		return r, fmt.Errorf("sandbox: probe interrupted: %w", ctx.Err())
+	}
 	if err != nil || key == nil || r.Executable == "" {
 		// Nothing usable to keep, or no key to keep it under.
 		_ = InvalidateProbeCache(p.Path)

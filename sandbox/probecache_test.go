@@ -257,3 +257,27 @@ func TestProbeCache(t *testing.T) {
 		require.True(t, fresh(t, b))
 	})
 }
+
+// TestProbeCacheInterrupted: a probe whose context ends (Ctrl-C on
+// `paddock probe`) reports the interruption, not an unusable bwrap, and
+// leaves the cache file as it was (it once removed it).
+func TestProbeCacheInterrupted(t *testing.T) {
+	rep := requireBwrap(t)
+	path := filepath.Join(t.TempDir(), "cache", ProbeCacheFile)
+	p := ProbeCachedParams{Path: path, Executable: rep.Executable, Refresh: true}
+	_, err := probeThroughCache(context.Background(), p)
+	require.NoError(t, err)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	for _, delay := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), delay)
+		_, err := probeThroughCache(ctx, p)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, "after %s", delay)
+		require.NotErrorIs(t, err, ErrUnusable, "after %s", delay)
+		after, rerr := os.ReadFile(path)
+		require.NoError(t, rerr, "after %s: the cache was removed", delay)
+		require.Equal(t, before, after)
+	}
+}

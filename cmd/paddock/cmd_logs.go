@@ -122,7 +122,9 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			// Interrupted before the job was final: 130 (main.go), so
+			// that a script can tell it from "final, output done".
+			return fmt.Errorf("logs -f of job %s: %w", j.ID, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -73,9 +73,15 @@ func TestE2ESubmitWait(t *testing.T) {
 
 	// Ctrl-C (or SIGTERM) ends a wait with 130, not 1: a script can tell
 	// an interrupted wait from jobs that failed. The job goes on.
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	// So does `logs -f` of a job not final (it once exited 0, as if the
+	// job's output were complete).
+	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGINT} {
+		args := []string{"wait", ids[0]}
+		if i == 2 {
+			args = []string{"logs", "-f", ids[0]}
+		}
 		var stderr strings.Builder
-		wc := other.Cmd(context.Background(), "wait", ids[0])
+		wc := other.Cmd(context.Background(), args...)
 		wc.Stderr = &stderr
 		require.NoError(t, wc.Start())
 		// Its signal handler is set before it opens the queue.
