@@ -211,10 +211,11 @@ func denialLine(stderr []byte) (string, bool) {
 // a line. A character is junk when it is an invalid UTF-8 byte or a control
 // character other than tab and escape (which colours use). Binary starts at
 // a stretch of binaryWindow characters of which at least binaryMin are junk,
-// and goes on while junk comes again within binaryGap characters. Random
-// bytes are ~60% junk, and a clean run of binaryGap of them has odds of
-// ~1e-7; text in a legacy encoding (a Latin-1 file name) has a junk byte
-// here and there, and valid UTF-8 text none.
+// one of them a control character, and goes on while junk comes again
+// within binaryGap characters. Random bytes are ~60% junk (~12% control
+// characters), and a clean run of binaryGap of them has odds of ~1e-7;
+// text in a legacy encoding has invalid bytes (every letter of a CP1251 or
+// KOI8-R file name) but no control characters, and valid UTF-8 text none.
 const (
 	binaryWindow = 8
 	binaryMin    = 4
@@ -228,23 +229,27 @@ const (
 // at the message ("touch: cannot touch ..."), not at hundreds of bytes of
 // U+FFFD.
 func messageStart(l string, at int) int {
-	var window [binaryWindow]bool // junk or not, of the last characters: a ring
-	start, last := 0, -1          // last: the index, in characters, of binary's last junk
+	var junkAt, ctrlAt [binaryWindow]bool // of the last characters: rings
+	start, last := 0, -1                  // last: the index, in characters, of binary's last junk
 	for i, n := 0, 0; i < at; n++ {
 		r, size := utf8.DecodeRuneInString(l[i:])
 		i += size
-		junk := (r == utf8.RuneError && size == 1) || (unicode.IsControl(r) && r != '\t' && r != '\x1b')
-		window[n%binaryWindow] = junk
+		ctrl := unicode.IsControl(r) && r != '\t' && r != '\x1b'
+		junk := (r == utf8.RuneError && size == 1) || ctrl
+		junkAt[n%binaryWindow], ctrlAt[n%binaryWindow] = junk, ctrl
 		if !junk {
 			continue
 		}
-		dense := 0
-		for _, j := range window {
-			if j {
+		dense, ctrls := 0, 0
+		for k := range junkAt {
+			if junkAt[k] {
 				dense++
 			}
+			if ctrlAt[k] {
+				ctrls++
+			}
 		}
-		if dense >= binaryMin || (last >= 0 && n-last <= binaryGap) {
+		if (dense >= binaryMin && ctrls > 0) || (last >= 0 && n-last <= binaryGap) {
 			start, last = i, n
 		}
 	}

@@ -189,7 +189,12 @@ func TestClassifyDenialAfterBinary(t *testing.T) {
 	}
 	require.Less(t, strays, 2*200, "stray characters before the message, in all")
 
-	latin1 := "cp: cannot create regular file '/usr/caf\xe9 cr\xe8me/\xe0 la carte': Read-only file system"
-	c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(latin1 + "\n")})
-	require.Equal(t, "write refused by the fence: "+strings.ToValidUTF8(latin1, "\uFFFD"), c.Reason)
+	for _, legacy := range []string{
+		"cp: cannot create regular file '/usr/caf\xe9 cr\xe8me/\xe0 la carte': Read-only file system",                      // Latin-1
+		"/bin/sh: 1: cannot create /etc/\xee\xf2\xf7\xb8\xf2 \xe7\xe0 \xed\xee\xff\xe1\xf0\xfc.txt: Read-only file system", // CP1251: every letter
+		"touch: cannot touch '/etc/gr\xfc\xdf\xe4\xf6\xfc\xc4\xd6': Read-only file system",                                 // six umlauts in a row
+	} {
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(legacy + "\n")})
+		require.Equal(t, "write refused by the fence: "+strings.ToValidUTF8(legacy, "\uFFFD"), c.Reason)
+	}
 }
