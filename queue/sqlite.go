@@ -618,30 +618,39 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 	return out, nil
 }
 
-// crossBatchNames refuses a name of p that a batch of earlier also gives:
-// the job of the earlier batch would hold it when p is stored.
+// crossBatchNames refuses a name of p that a batch of earlier also gives
+// to a job (the earlier job would hold it when p is stored), or to a
+// schedule when p's is a schedule too (the later would silently replace
+// the earlier).
 func crossBatchNames(earlier []*JobEnqueueParams, p *JobEnqueueParams) error {
 	if len(earlier) == 0 {
 		return nil
 	}
-	where := map[string]string{}
+	type place struct{ name, kind string }
+	where := map[place]string{}
+	kind := func(sp Spec) string {
+		if sp.Schedule != "" {
+			return "schedule"
+		}
+		return "job"
+	}
 	for _, e := range earlier {
 		for _, sp := range e.Specs {
-			if sp.Name != "" && sp.Schedule == "" {
-				if _, ok := where[sp.Name]; !ok {
-					where[sp.Name] = cmp.Or(e.SourcePath, "<stdin>")
-					if sp.Line > 0 {
-						where[sp.Name] += ":" + strconv.Itoa(sp.Line)
-					}
+			k := place{sp.Name, kind(sp)}
+			if _, ok := where[k]; sp.Name != "" && !ok {
+				where[k] = cmp.Or(e.SourcePath, "<stdin>")
+				if sp.Line > 0 {
+					where[k] += ":" + strconv.Itoa(sp.Line)
 				}
 			}
 		}
 	}
 	var errs []FieldError
 	for _, sp := range p.Specs {
-		if at, ok := where[sp.Name]; ok && sp.Schedule == "" {
-			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
-				Message: fmt.Sprintf("duplicate name %q: a job of %s has it too (names are unique among the queued and running jobs)", sp.Name, at)})
+		k := kind(sp)
+		if at, ok := where[place{sp.Name, k}]; ok && sp.Name != "" {
+			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: k + " " + strconv.Quote(sp.Name), Key: "name",
+				Message: fmt.Sprintf("duplicate name %q: a %s of %s has it too (names are unique among the queued and running jobs, and among schedules)", sp.Name, k, at)})
 		}
 	}
 	if len(errs) == 0 {

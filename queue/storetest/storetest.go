@@ -235,6 +235,14 @@ func Exercise(t *testing.T, open Opener) {
 		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job of /srv/one.toml has it too`)
 		_, err = b.st.JobEnqueueAll(b.ctx, nil)
 		require.ErrorIs(t, err, queue.ErrInvalid)
+		// A schedule given twice: the second would replace the first.
+		hourly := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"true"}, Schedule: "@hourly", Line: 2}}, SourcePath: "/srv/s1.toml"}
+		daily := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"false"}, Schedule: "@daily", Line: 3}}, SourcePath: "/srv/s2.toml"}
+		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{hourly, daily})
+		require.ErrorContains(t, err, `/srv/s2.toml:3: schedule "s": name: duplicate name "s": a schedule of /srv/s1.toml:2 has it too`)
+		scheds, err := b.st.ScheduleList(b.ctx, &queue.ScheduleListParams{})
+		require.NoError(t, err)
+		require.Empty(t, scheds)
 
 		// A later batch's after names a job of an earlier one; a schedule
 		// may share a name with nothing here but is not a job.
