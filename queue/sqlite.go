@@ -581,9 +581,6 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 		if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
 			return nil, verr
 		}
-		if verr := crossBatchNames(ps[:i], p); verr != nil {
-			return nil, verr
-		}
 		jobs, scheduled := splitScheduled(p)
 		specJSON, err := encodeSpecs(jobs.Specs)
 		if err != nil {
@@ -591,6 +588,9 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 		}
 		batches[i] = enqueueBatch{p: jobs, scheduled: scheduled, specJSON: specJSON}
 		big = big || len(jobs.Specs) >= insertChunkBig
+	}
+	if verr := crossBatchNames(ps); verr != nil {
+		return nil, verr
 	}
 	now := s.now()
 	var bigIns *sql.Stmt
@@ -618,47 +618,54 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 	return out, nil
 }
 
-// crossBatchNames refuses a name of p that a batch of earlier also gives
-// to a job (the earlier job would hold it when p is stored), or to a
-// schedule when p's is a schedule too (the later would silently replace
-// the earlier).
-func crossBatchNames(earlier []*JobEnqueueParams, p *JobEnqueueParams) error {
-	if len(earlier) == 0 {
+// crossBatchNames refuses a name a batch of ps gives that an earlier batch
+// also gives to a job (the earlier job would hold it when the later is
+// stored), or to a schedule when the later is a schedule too (it would
+// silently replace the earlier). It lists every such name, in one pass.
+func crossBatchNames(ps []*JobEnqueueParams) error {
+	if len(ps) < 2 {
 		return nil
 	}
 	type place struct{ name, kind string }
-	where := map[place]string{}
-	kind := func(sp Spec) string {
+	placeOf := func(sp Spec) place {
 		if sp.Schedule != "" {
-			return "schedule"
+			return place{sp.Name, "schedule"}
 		}
-		return "job"
+		return place{sp.Name, "job"}
 	}
-	for _, e := range earlier {
-		for _, sp := range e.Specs {
-			k := place{sp.Name, kind(sp)}
+	where := map[place]string{} // the first batch giving the name, as file:line
+	var errs []FieldError
+	for _, p := range ps {
+		var mine []FieldError
+		for _, sp := range p.Specs {
+			if sp.Name == "" {
+				continue
+			}
+			k := placeOf(sp)
+			if at, ok := where[k]; ok {
+				mine = append(mine, FieldError{File: p.SourcePath, Line: sp.Line, Job: k.kind + " " + strconv.Quote(sp.Name), Key: "name",
+					Message: fmt.Sprintf("duplicate name %q: a %s of %s has it too (names are unique among the queued and running jobs, and among schedules)", sp.Name, k.kind, at)})
+			}
+		}
+		for _, sp := range p.Specs {
+			k := placeOf(sp)
 			if _, ok := where[k]; sp.Name != "" && !ok {
-				where[k] = cmp.Or(e.SourcePath, "<stdin>")
+				where[k] = cmp.Or(p.SourcePath, "<stdin>")
 				if sp.Line > 0 {
 					where[k] += ":" + strconv.Itoa(sp.Line)
 				}
 			}
 		}
-	}
-	var errs []FieldError
-	for _, sp := range p.Specs {
-		k := kind(sp)
-		if at, ok := where[place{sp.Name, k}]; ok && sp.Name != "" {
-			errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: k + " " + strconv.Quote(sp.Name), Key: "name",
-				Message: fmt.Sprintf("duplicate name %q: a %s of %s has it too (names are unique among the queued and running jobs, and among schedules)", sp.Name, k, at)})
+		if len(mine) > 0 {
+			at := KeyLines([]byte(p.Source))
+			for i := range mine {
+				mine[i].Line = at(mine[i].Line, mine[i].Key)
+			}
+			errs = append(errs, mine...)
 		}
 	}
 	if len(errs) == 0 {
 		return nil
-	}
-	at := KeyLines([]byte(p.Source))
-	for i := range errs {
-		errs[i].Line = at(errs[i].Line, errs[i].Key)
 	}
 	return &ValidationError{Errors: errs}
 }
