@@ -362,7 +362,7 @@ func (b *bench) throughput(ctx context.Context) error {
 		if t = strings.TrimSpace(t); t != "" && !slices.Contains(tools, t) {
 			return fmt.Errorf("--baselines: unknown tool %q (xargs, parallel, tsp)", t)
 		}
-		wanted[strings.TrimSpace(t)] = true
+		wanted[t] = true
 	}
 	installed := map[string]bool{}
 	for _, t := range tools {
