@@ -618,41 +618,30 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 	return out, nil
 }
 
-// crossBatchNames refuses a name a batch of ps gives that an earlier batch
-// also gives to a job (the earlier job would hold it when the later is
-// stored), or to a schedule when the later is a schedule too (it would
-// silently replace the earlier). It lists every such name, in one pass.
+// crossBatchNames refuses a name that a batch of ps gives to a job or a
+// schedule when an earlier batch gives it too, as validateSpecs does
+// within one batch: the earlier job would hold it, or the later schedule
+// would silently replace the earlier. It lists every such name, in one
+// pass.
 func crossBatchNames(ps []*JobEnqueueParams) error {
 	if len(ps) < 2 {
 		return nil
 	}
-	type place struct{ name, kind string }
-	placeOf := func(sp Spec) place {
-		if sp.Schedule != "" {
-			return place{sp.Name, "schedule"}
-		}
-		return place{sp.Name, "job"}
-	}
-	where := map[place]string{} // the first batch giving the name, as file:line
+	where := map[string]string{} // name: the first batch giving it, as file:line
 	var errs []FieldError
 	for _, p := range ps {
 		var mine []FieldError
 		for _, sp := range p.Specs {
-			if sp.Name == "" {
-				continue
-			}
-			k := placeOf(sp)
-			if at, ok := where[k]; ok {
-				mine = append(mine, FieldError{File: p.SourcePath, Line: sp.Line, Job: k.kind + " " + strconv.Quote(sp.Name), Key: "name",
-					Message: fmt.Sprintf("duplicate name %q: a %s of %s has it too (names are unique among the queued and running jobs, and among schedules)", sp.Name, k.kind, at)})
+			if at, ok := where[sp.Name]; ok && sp.Name != "" {
+				mine = append(mine, FieldError{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
+					Message: fmt.Sprintf("duplicate name %q: a job or schedule of %s has it too (names are unique within one submission)", sp.Name, at)})
 			}
 		}
 		for _, sp := range p.Specs {
-			k := placeOf(sp)
-			if _, ok := where[k]; sp.Name != "" && !ok {
-				where[k] = cmp.Or(p.SourcePath, "<stdin>")
+			if _, ok := where[sp.Name]; sp.Name != "" && !ok {
+				where[sp.Name] = cmp.Or(p.SourcePath, "<stdin>")
 				if sp.Line > 0 {
-					where[k] += ":" + strconv.Itoa(sp.Line)
+					where[sp.Name] += ":" + strconv.Itoa(sp.Line)
 				}
 			}
 		}

@@ -73,7 +73,7 @@ func TestE2ESubmitFilesAllOrNone(t *testing.T) {
 	_, errOut, code := b.Run("submit", good, again)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "nothing was enqueued")
-	require.Contains(t, errOut, `again.toml:3: job "same": name: duplicate name "same": a job of `+good+`:1 has it too`)
+	require.Contains(t, errOut, `again.toml:3: job "same": name: duplicate name "same": a job or schedule of `+good+`:1 has it too`)
 	nothingQueued()
 	_, errOut, code = b.Run("submit", good, after)
 	require.Equal(t, 2, code, errOut)

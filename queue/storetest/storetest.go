@@ -232,14 +232,18 @@ func Exercise(t *testing.T, open Opener) {
 			require.ErrorIs(t, err, queue.ErrNotFound, "the first batch of %s was stored", bad.SourcePath)
 		}
 		_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"}})
-		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job of /srv/one.toml has it too`)
+		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job or schedule of /srv/one.toml has it too`)
 		_, err = b.st.JobEnqueueAll(b.ctx, nil)
 		require.ErrorIs(t, err, queue.ErrInvalid)
 		// A schedule given twice: the second would replace the first.
 		hourly := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"true"}, Schedule: "@hourly", Line: 2}}, SourcePath: "/srv/s1.toml"}
 		daily := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"false"}, Schedule: "@daily", Line: 3}}, SourcePath: "/srv/s2.toml"}
 		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{hourly, daily})
-		require.ErrorContains(t, err, `/srv/s2.toml:3: schedule "s": name: duplicate name "s": a schedule of /srv/s1.toml:2 has it too`)
+		require.ErrorContains(t, err, `/srv/s2.toml:3: job "s": name: duplicate name "s": a job or schedule of /srv/s1.toml:2 has it too`)
+		// A job and a schedule of the same name, in two batches, as in one.
+		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Schedule: "@daily"}}}})
+		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorContains(t, err, `duplicate name "one"`)
 		scheds, err := b.st.ScheduleList(b.ctx, &queue.ScheduleListParams{})
 		require.NoError(t, err)
 		require.Empty(t, scheds)
