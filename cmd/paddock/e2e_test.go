@@ -204,6 +204,7 @@ func TestE2EKill9WorkerMidBatchLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, "lease = \"2s\"\nkill_grace = \"1s\"\n")
 	ws := t.TempDir()
+	e2etest.KillStrayBwraps(t, ws) // the worker is killed with SIGKILL
 	var jobs strings.Builder
 	// An interrupted attempt counts against retries (the queue's rule), so
 	// the jobs allow a few.

@@ -44,6 +44,7 @@ func crashSuite(t *testing.T, n int) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	ws := t.TempDir()
+	KillStrayBwraps(t, ws) // the worker is killed with SIGKILL
 	ran := filepath.Join(ws, "ran.log")
 	var jobs strings.Builder
 	fmt.Fprintf(&jobs, "[defaults]\nworkspace = %q\nmode = \"workspace_write\"\nretries = 10\nbackoff = \"100ms\"\n", ws)
