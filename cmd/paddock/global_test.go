@@ -49,3 +49,22 @@ func TestCobraErrorsAreUsageErrors(t *testing.T) {
 	}
 	require.Equal(t, exitOK, run(t.Context(), []string{"--help"}))
 }
+
+// TestWorkerProcs: the worker leaves the CPUs its job slots fill to the
+// jobs (one processor per four slots), uses the ones they leave free
+// plus one, never more than the runtime's default, and leaves GOMAXPROCS
+// alone when the user set it.
+func TestWorkerProcs(t *testing.T) {
+	for _, c := range []struct{ concurrency, cpus, want int }{
+		{1, 2, 2}, {2, 2, 1}, {3, 2, 1}, {8, 2, 2}, {100, 2, 2},
+		{1, 1, 1}, {4, 1, 1},
+		{1, 16, 16}, {8, 16, 9}, {16, 16, 4}, {64, 16, 16}, {17, 16, 5},
+		{1, 0, 1},
+	} {
+		got, set := workerProcs(c.concurrency, c.cpus, "")
+		require.True(t, set)
+		require.Equal(t, c.want, got, "concurrency %d on %d CPUs", c.concurrency, c.cpus)
+	}
+	_, set := workerProcs(2, 2, "2")
+	require.False(t, set, "GOMAXPROCS set by the user is left alone")
+}

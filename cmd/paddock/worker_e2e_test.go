@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,4 +277,20 @@ func TestE2ELogsFollowStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "last\n", string(rest))
 	require.NoError(t, c.Wait())
+}
+
+// The worker sets GOMAXPROCS from its concurrency (workerProcs), and
+// leaves it alone when the environment sets it.
+func TestE2EWorkerSetsProcs(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	b.Env = []string{"GOMAXPROCS="}
+	_, errOut, code := b.Run("worker", "--drain", "-c", "2", "--log-level", "debug")
+	require.Equal(t, 0, code, errOut)
+	want, _ := workerProcs(2, runtime.NumCPU(), "")
+	require.Contains(t, errOut, fmt.Sprintf("gomaxprocs=%d concurrency=2", want))
+	b.Env = []string{"GOMAXPROCS=3"}
+	_, errOut, code = b.Run("worker", "--drain", "-c", "2", "--log-level", "debug")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, "gomaxprocs=")
 }
