@@ -1313,7 +1313,7 @@ func (s *SQLiteStore) LeaseRecoverExpired(ctx context.Context) ([]Job, error) {
 		rows.Close()
 		for _, r := range expired {
 			why := fmt.Sprintf("lease of worker %q expired at %s (the worker stopped heartbeating)", r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339))
-			j, err := s.interrupt(ctx, tx, r, why, now)
+			j, err := s.interrupt(ctx, tx, r, why, now, true)
 			if err != nil {
 				return err
 			}
@@ -1326,15 +1326,25 @@ func (s *SQLiteStore) LeaseRecoverExpired(ctx context.Context) ([]Job, error) {
 
 // interrupt closes r's running attempt as interrupted and moves the job
 // back to queued, or to failed (attempts spent) or canceled (cancel
-// requested); it returns the job as it is now.
-func (s *SQLiteStore) interrupt(ctx context.Context, tx *sql.Tx, r jobRow, why string, now int64) (Job, error) {
+// requested); it returns the job as it is now. With counted false (the
+// job's own worker stopped it: LeaseRelease) the attempt does not count
+// against retries: MaxAttempts is raised by one and the job is queued
+// again even when it was its last attempt.
+func (s *SQLiteStore) interrupt(ctx context.Context, tx *sql.Tx, r jobRow, why string, now int64, counted bool) (Job, error) {
 	if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, Attempt{Outcome: OutcomeInterrupted, Reason: why}); err != nil {
 		return Job{}, err
 	}
 	next, reason, nb := StateQueued, fmt.Sprintf("attempt %d of %d interrupted: %s; queued again", r.AttemptCount, r.MaxAttempts, why), int64(0)
-	if r.CancelRequested {
+	switch {
+	case r.CancelRequested:
 		next, reason = StateCanceled, "canceled (attempt interrupted: "+why+")"
-	} else if r.AttemptCount >= r.MaxAttempts {
+	case !counted:
+		reason = fmt.Sprintf("attempt %d interrupted: %s; queued again (a worker's stop does not count against retries)", r.AttemptCount, why)
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET max_attempts = max_attempts + 1 WHERE rid = ?`, r.rid); err != nil {
+			return Job{}, fmt.Errorf("queue: interrupt: %w", err)
+		}
+		r.MaxAttempts++
+	case r.AttemptCount >= r.MaxAttempts:
 		next, reason = StateFailed, fmt.Sprintf("attempt %d of %d interrupted: %s", r.AttemptCount, r.MaxAttempts, why)
 	}
 	if err := s.setState(ctx, tx, r, next, reason, nb, now); err != nil {
@@ -1367,7 +1377,7 @@ func (s *SQLiteStore) LeaseRelease(ctx context.Context, p *LeaseReleaseParams) (
 			if r.State != StateRunning || r.LeaseOwner != p.WorkerID {
 				continue
 			}
-			j, err := s.interrupt(ctx, tx, r, why, now)
+			j, err := s.interrupt(ctx, tx, r, why, now, false)
 			if err != nil {
 				return err
 			}

@@ -173,14 +173,17 @@ type Store interface {
 	// canceled when a cancel was requested. Returns the jobs it moved.
 	// Workers should call it about every lease period.
 	LeaseRecoverExpired(ctx context.Context) ([]Job, error)
-	// LeaseRelease does for the jobs of p.JobIDs that run under
-	// p.WorkerID's lease what LeaseRecoverExpired does for an expired
-	// lease, at once: their attempts are closed as OutcomeInterrupted with
-	// p.Reason, and they go back to queued (ready at once), to failed when
-	// attempts are spent, or to canceled when a cancel was requested. For
-	// a worker that stopped those jobs itself (its shutdown grace ran
-	// out): nobody waits for their leases to expire. Jobs not running
-	// under that lease are left as they are. Returns the jobs it moved.
+	// LeaseRelease gives back, at once, the jobs of p.JobIDs that run
+	// under p.WorkerID's lease: for a worker that stopped those jobs
+	// itself (its shutdown grace ran out, or a second signal), so nobody
+	// waits for their leases to expire. Their attempts are closed as
+	// OutcomeInterrupted with p.Reason, and they go back to queued (ready
+	// at once), or to canceled when a cancel was requested. Unlike an
+	// expired lease (LeaseRecoverExpired: the worker died, perhaps of the
+	// job), a stop does not count against retries: MaxAttempts is raised
+	// by one, so a job on its last attempt is queued again rather than
+	// failed. Jobs not running under that lease are left as they are.
+	// Returns the jobs it moved.
 	LeaseRelease(ctx context.Context, p *LeaseReleaseParams) ([]Job, error)
 	// JobGet returns one job, with Source and Attempts. ErrNotFound.
 	JobGet(ctx context.Context, ref string) (Job, error)

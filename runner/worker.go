@@ -407,7 +407,7 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 		}
 		log.Warn("attempt interrupted; job given back", "reason", att.Reason, "state", rel[0].State)
 		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(rel[0].State), Reason: rel[0].Reason, WorkerID: w.o.ID})
-		w.count(j.ID, rel[0].State) // failed or canceled when it was its last attempt
+		w.count(j.ID, rel[0].State) // canceled when a cancel was requested; a stop does not count against retries
 		return
 	}
 	// The pass ends right after the loop's claim, or at once when the

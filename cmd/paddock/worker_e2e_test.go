@@ -85,6 +85,8 @@ command = "touch second-ran"
 // A second signal stops at once: the running job is killed, not recorded as
 // finished but given back to the queue at once with its attempt
 // interrupted (no wait for its lease), and a later worker runs it again.
+// The stop does not count against retries: the job has none (retries = 0,
+// the default) and is queued again all the same.
 func TestE2EWorkerSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "shutdown_grace = \"5m\"\nlease = \"2s\"\n")
@@ -94,7 +96,6 @@ func TestE2EWorkerSecondSignalStopsAtOnce(t *testing.T) {
 name = "long"
 mode = "workspace_write"
 workspace = %q
-retries = 1
 command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
 `, ws, marker)))
 	w := b.StartWorker("--concurrency", "1")
@@ -120,6 +121,7 @@ command = "if [ -e once ]; then exit 0; fi; touch once; sleep 300; : %s"
 	require.Len(t, s.Attempts, 1)
 	require.Equal(t, "interrupted", s.Attempts[0].Outcome)
 	require.Equal(t, "worker stopped while the job ran", s.Attempts[0].Reason)
+	require.Contains(t, s.Reason, "does not count against retries")
 
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 0, code, errOut)
