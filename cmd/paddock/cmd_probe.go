@@ -35,7 +35,8 @@ hint, and exits 1. With --json it prints one object with message_type "probe".
 
 It always runs bwrap, and rewrites the state directory's probe cache
 (<state>/cache/probe.json, which worker, run and check read at start-up) or
-removes it when bwrap is unusable.`,
+removes it when bwrap is unusable. It creates no state directory: without
+one, nothing is cached.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// probe always runs bwrap; it refreshes the cache of a state
