@@ -2,8 +2,13 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -26,22 +31,41 @@ type Event struct {
 	WorkerID string `json:"worker_id,omitempty"`
 }
 
-// EventLog appends events as JSON lines to a file (events.jsonl in the state
-// directory). Each event is one write on an O_APPEND descriptor, so several
-// workers can share the file without interleaving lines. Safe for concurrent
-// use. A nil *EventLog discards events.
+// EventLogMaxBytes is the size, in bytes, past which an event log is
+// rotated (64 MiB, ~190,000 events of ~350 bytes): the file is renamed
+// to PATH.1, replacing the previous one, and a new PATH is started. So
+// the log takes at most about twice this on disk.
+const EventLogMaxBytes = 64 << 20
+
+// EventLog appends events as JSON lines to a file (events.jsonl in the
+// state directory). Each event is one write on an O_APPEND descriptor, so
+// several workers can share the file without interleaving lines. Once the
+// file reaches its size limit, the writer that sees it rotates the file
+// (see rotate); the others notice at their next append and reopen PATH.
+// Safe for concurrent use. A nil *EventLog discards events.
 type EventLog struct {
+	path     string
+	maxBytes int64
+
 	mu sync.Mutex
 	f  *os.File
 }
 
-// OpenEventLog opens (creating, mode 0600) the event log at path.
-func OpenEventLog(path string) (*EventLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+// OpenEventLog opens (creating, mode 0600) the event log at path, rotated
+// past maxBytes (<= 0 means [EventLogMaxBytes]).
+func OpenEventLog(path string, maxBytes int64) (*EventLog, error) {
+	if maxBytes <= 0 {
+		maxBytes = EventLogMaxBytes
+	}
+	f, err := openEventFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return &EventLog{f: f}, nil
+	return &EventLog{path: path, maxBytes: maxBytes, f: f}, nil
+}
+
+func openEventFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 }
 
 // Append writes e. Errors are returned but a worker only logs them: losing
@@ -57,8 +81,68 @@ func (l *EventLog) Append(e Event) error {
 	b = append(b, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, err = l.f.Write(b)
-	return err
+	if _, err := l.f.Write(b); err != nil {
+		return err
+	}
+	// With O_APPEND the offset after a write is the file's end: its size,
+	// other workers' lines included.
+	if end, err := l.f.Seek(0, io.SeekCurrent); err == nil && end >= l.maxBytes {
+		return l.rotate()
+	}
+	return nil
+}
+
+// rotate starts a new log file once the current one has reached its
+// limit. Under an exclusive flock(2) of the full file (so two workers
+// that both saw it full rotate it once): when PATH is still that file,
+// PATH.1 is replaced by a hard link to it and a new empty file is renamed
+// onto PATH, so PATH always exists (a reader watching it sees the old
+// file's link count change, and reopens PATH); when PATH is already
+// another file, another worker rotated it, and this one reopens PATH. A
+// line another worker appends between the rotation and its reopening
+// lands in PATH.1; nothing is lost. Called with l.mu held.
+func (l *EventLog) rotate() error {
+	old := l.f
+	if err := syscall.Flock(int(old.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("event log: rotate: %w", err)
+	}
+	nf, err := l.next(old)
+	if err != nil {
+		// Go on appending to the full file; the next append tries again.
+		_ = syscall.Flock(int(old.Fd()), syscall.LOCK_UN)
+		return fmt.Errorf("event log: rotate %s: %w", l.path, err)
+	}
+	l.f = nf
+	return old.Close() // releases the lock
+}
+
+// next returns the file to append to after old, rotating PATH when it is
+// still old (see rotate).
+func (l *EventLog) next(old *os.File) (*os.File, error) {
+	cur, err := old.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if named, err := os.Stat(l.path); err != nil || !os.SameFile(cur, named) {
+		return openEventFile(l.path) // another worker rotated it
+	}
+	prev := l.path + ".1"
+	if err := os.Remove(prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.Link(l.path, prev); err != nil {
+		return nil, err
+	}
+	tmp := l.path + ".new"
+	nf, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, l.path); err != nil {
+		nf.Close()
+		return nil, err
+	}
+	return nf, nil
 }
 
 // Close closes the file.

@@ -42,7 +42,7 @@ func TestWorkerSlotsAndRecords(t *testing.T) {
 	src.WriteString("[[job]]\nname = \"fails\"\ncommand = [\"/bin/false\"]\n")
 	st := enqueuedStore(t, dir, src.String())
 	chain := emptyChain(t)
-	events, err := OpenEventLog(filepath.Join(dir, "events.jsonl"))
+	events, err := OpenEventLog(filepath.Join(dir, "events.jsonl"), 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { events.Close() })
 	cfg := Config{}.WithDefaults()

@@ -164,7 +164,7 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 		return err
 	}
 	defer chain.Close(context.Background())
-	events, err := runner.OpenEventLog(filepath.Join(in.state, "events.jsonl"))
+	events, err := runner.OpenEventLog(filepath.Join(in.state, "events.jsonl"), 0)
 	if err != nil {
 		return err
 	}

@@ -208,7 +208,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		}
 	}
 
-	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, eventsFile))
+	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, eventsFile), 0)
 	if err != nil {
 		return fmt.Errorf("event log: %w", err)
 	}

@@ -302,6 +302,41 @@ func eventJobID(line []byte) string {
 	return string(rest[:j])
 }
 
+// reopen follows the event log's rotation (runner.EventLog: the full
+// file is renamed away and a new one takes its name, which changes the old
+// file's link count: inotify's IN_ATTRIB, fsnotify's Chmod): when path
+// now names another file, it reads that one from its start and watches it
+// instead. It reports whether it switched. Lines other workers append to
+// the old file after the rotation are not read: the wait's poll covers
+// them.
+func (ew *eventWatch) reopen(w *fsnotify.Watcher) bool {
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	if ew.f == nil {
+		return false
+	}
+	cur, err := ew.f.Stat()
+	if err != nil {
+		return false
+	}
+	named, err := os.Stat(ew.path)
+	if err != nil || os.SameFile(cur, named) {
+		return false
+	}
+	f, err := os.Open(ew.path)
+	if err != nil {
+		return false
+	}
+	_ = w.Remove(ew.path) // the old file's watch
+	if err := w.Add(ew.path); err != nil {
+		f.Close()
+		return false
+	}
+	ew.f.Close()
+	ew.f, ew.partial, ew.skipping = f, nil, false
+	return true
+}
+
 // retry starts watching if not yet watching and the file exists now.
 func (ew *eventWatch) retry() {
 	if ew.w != nil {
@@ -330,12 +365,16 @@ func (ew *eventWatch) retry() {
 			select {
 			case <-ew.done:
 				return
-			case _, ok := <-w.Events:
+			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
 				gap := otherJobsPause
-				if ew.wanted() {
+				hit := ew.wanted()
+				if ev.Op&(fsnotify.Chmod|fsnotify.Rename|fsnotify.Remove) != 0 && ew.reopen(w) {
+					hit = ew.wanted() || hit
+				}
+				if hit {
 					select {
 					case ew.c <- struct{}{}:
 					default:
