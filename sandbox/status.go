@@ -122,8 +122,9 @@ type Classification struct {
 	Signal string
 	// Denied is a hint that the fence refused a write: the exit status is not
 	// 0 and a line of stderr carries a denial signature ("Read-only file
-	// system", "Permission denied", "Operation not permitted"). It is never
-	// true when the exit status is 0.
+	// system", "Permission denied", "Operation not permitted") in the text
+	// it shows on a terminal (escape sequences removed). It is never true
+	// when the exit status is 0.
 	Denied bool
 	// Reason is human text: "exit status 1", "bwrap: … (…; hint: …)",
 	// "write refused by the fence: …".
@@ -191,20 +192,91 @@ func Classify(p ClassifyParams) Classification {
 	return c
 }
 
-// denialLine returns the last stderr line with a denial signature.
+// denialLine returns the last stderr line with a denial signature, its
+// escape sequences removed (see [stripEscapes]): a signature hidden in one
+// (a window title) does not count, one split by colours does.
 func denialLine(stderr []byte) (string, bool) {
 	lines := bytes.Split(stderr, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {
-		raw := string(lines[i])
+		shown := stripEscapes(string(lines[i]))
 		for _, sig := range denialSignatures {
-			if at := strings.LastIndex(raw, sig); at >= 0 {
-				l := reasonText(raw[messageStart(raw, at):])
+			if at := strings.LastIndex(shown, sig); at >= 0 {
+				l := reasonText(shown[messageStart(shown, at):])
 				at = strings.LastIndex(l, sig)
 				return quoteAround(l, at, len(sig)), true
 			}
 		}
 	}
 	return "", false
+}
+
+// stripEscapes removes from l the escape sequences of ECMA-48 (5th
+// edition, 1991), which a terminal acts on instead of showing:
+//
+//   - control sequences (5.4): CSI, as ESC [ or as U+009B in UTF-8 (C2 9B),
+//     then parameter bytes 0x30–0x3F, intermediate bytes 0x20–0x2F and a
+//     final byte 0x40–0x7E; colours are ESC [ 1;31m;
+//   - operating system commands (8.3.89): ESC ], a command string, and the
+//     string terminator ESC \ or, as xterm also takes it, BEL; hyperlinks
+//     are ESC ] 8;;URI ESC \ text ESC ] 8;; ESC \. The string holds bytes
+//     0x08–0x0D and 0x20–0x7E, and bytes from 0x80 as in xterm and the
+//     Linux console (UTF-8 window titles);
+//   - the other escape sequences of the C1 set (5.3): ESC and one byte
+//     0x40–0x5F. DCS, SOS, PM and APC (ESC P, X, ^, _) open control
+//     strings as OSC does; only these two bytes of them go.
+//
+// Only whole sequences go: one cut short, or holding a byte it may not,
+// stays but for its ESC or U+009B, which [reasonText] drops as a control
+// character. An unterminated OSC thus cannot swallow the rest of a line.
+func stripEscapes(l string) string {
+	if !strings.ContainsAny(l, "\x1b\u009b") {
+		return l
+	}
+	var b strings.Builder
+	for i := 0; i < len(l); {
+		n := escapeLen(l[i:])
+		if n == 0 {
+			b.WriteByte(l[i])
+			n = 1
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// escapeLen returns the length in bytes of the escape sequence (see
+// [stripEscapes]) that starts s, or 0 when none does.
+func escapeLen(s string) int {
+	switch {
+	case strings.HasPrefix(s, "\x1b["), strings.HasPrefix(s, "\u009b"):
+		i := 2
+		for i < len(s) && s[i] >= 0x30 && s[i] <= 0x3f {
+			i++
+		}
+		for i < len(s) && s[i] >= 0x20 && s[i] <= 0x2f {
+			i++
+		}
+		if i < len(s) && s[i] >= 0x40 && s[i] <= 0x7e {
+			return i + 1
+		}
+	case strings.HasPrefix(s, "\x1b]"):
+		for i := 2; i < len(s); i++ {
+			switch c := s[i]; {
+			case c == '\a':
+				return i + 1
+			case c == '\x1b':
+				if strings.HasPrefix(s[i:], "\x1b\\") {
+					return i + 2
+				}
+				return 0
+			case c < 0x08, c > 0x0d && c < 0x20, c == 0x7f:
+				return 0
+			}
+		}
+	case len(s) >= 2 && s[0] == '\x1b' && s[1] >= 0x40 && s[1] <= 0x5f:
+		return 2
+	}
+	return 0
 }
 
 // binaryWindow, binaryMin and binaryGap define where binary output ends on
@@ -260,7 +332,8 @@ func messageStart(l string, at int) int {
 const reasonLineMax = 300
 
 // reasonText makes a line of a job's stderr fit a reason: invalid UTF-8
-// replaced, control characters (NULs of binary output, escapes) and
+// replaced, control characters (NULs of binary output, the ESC of an
+// escape sequence cut short; [stripEscapes] removes whole ones) and
 // format characters (bidi overrides such as U+202E, zero-width ones,
 // which would change how the rest reads) dropped, tabs made spaces.
 func reasonText(l string) string {

@@ -110,7 +110,7 @@ func TestClassify(t *testing.T) {
 		{"never started", ClassifyParams{Mode: ModeReadOnly},
 			Classification{Outcome: OutcomeRunnerFailed, ExitCode: -1, Reason: "the process never started"}},
 		{"denied after binary output: the reason is text", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append(bytes.Repeat([]byte{0}, 8000), "\x1b[31mtail:\t/etc/x: \u202ePermission denied\u200b\x1b[0m\n"...)},
-			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: [31mtail: /etc/x: Permission denied[0m"}},
+			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: tail: /etc/x: Permission denied"}},
 		{"denied mid-line: the quote keeps the message", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(`{"msg":"[Errno 30] Read-only file system: '/etc/x'","trace":"` + strings.Repeat("frame;", 100) + `"}` + "\n")},
 			Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: `write refused by the fence: {"msg":"[Errno 30] Read-only file system: '/etc/x'","trace":"` + strings.Repeat("frame;", 39) + "frame…"}},
 		{"denied on a long line: its end", ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(strings.Repeat("é", 400) + " cp: /usr/y: Read-only file system\n")},
@@ -123,6 +123,37 @@ func TestClassify(t *testing.T) {
 	for _, tc := range cases {
 		require.Equal(t, tc.want, Classify(tc.p), tc.name)
 	}
+}
+
+// TestClassifyDenialEscapes: a denial's reason quotes the text a terminal
+// shows, without the escape sequences (colours, hyperlinks) around it.
+func TestClassifyDenialEscapes(t *testing.T) {
+	t.Parallel()
+	_, one, _ := states(t)
+	ran1 := Status{ChildPID: 5, Ran: true, ExitCode: 1}
+	const msg = "touch: cannot touch '/etc/x': Read-only file system"
+	cases := []struct{ name, stderr, want string }{
+		{"coloured error", "\x1b[1;31merror:\x1b[0m cannot create /etc/x: Read-only file system",
+			"error: cannot create /etc/x: Read-only file system"},
+		{"colour around the path", "touch: cannot touch '\x1b[01;34m/etc/x\x1b[0m': Read-only file system", msg},
+		{"intermediate byte", "\x1b[1 qtouch: cannot touch '/etc/x': Read-only file system", msg},
+		{"8-bit CSI", "\u009b1mtouch:\u009b0m cannot touch '/etc/x': Read-only file system", msg},
+		{"OSC 8 hyperlink around the path, ST", "touch: cannot touch '\x1b]8;;file:///etc/x\x1b\\/etc/x\x1b]8;;\x1b\\': Read-only file system", msg},
+		{"OSC 8 hyperlink around the path, BEL", "touch: cannot touch '\x1b]8;id=1;file://h%C3%B4te/etc/x\a/etc/x\x1b]8;;\a': Read-only file system", msg},
+		{"window title before the message", "\x1b]0;make: étape 2\atouch: cannot touch '/etc/x': Read-only file system", msg},
+		{"two-byte sequences", "\x1bEtouch: cannot touch '/etc/x': Read-only file system\x1bM", msg},
+		{"signature split by colours", "touch: cannot touch '/etc/x': Read-only \x1b[1mfile\x1b[22m system", msg},
+		{"sequences cut short stay but for ESC", "\x1b[1;31\x01m " + msg + "\x1b[0m \x1b]0;title", "[1;31m " + msg + " ]0;title"},
+		{"the cap counts text, not sequences", strings.Repeat("\x1b[1mé\x1b[0m", 400) + " cp: /usr/y: Read-only file system",
+			"…" + strings.Repeat("é", 133) + " cp: /usr/y: Read-only file system"},
+	}
+	for _, tc := range cases {
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte("x\n" + tc.stderr + "\n")})
+		require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: " + tc.want}, c, tc.name)
+	}
+
+	c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte("\x1b]0;Permission denied\x1b\\make: *** [all] Error 1\n")})
+	require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}, c, "a signature only in a window title is no denial")
 }
 
 // TestDiagnose: every bwrap error line DESIGN.md lists gets an explanation
