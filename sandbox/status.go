@@ -294,6 +294,42 @@ const (
 	binaryGap    = 16
 )
 
+// binaryScan applies the junk rule of binaryWindow to a line's characters
+// given one at a time, in either direction.
+type binaryScan struct {
+	junkAt, ctrlAt [binaryWindow]bool // of the last characters: rings
+	n              int                // characters seen
+	last           int                // the index, in characters, of binary's last junk; -1 before any
+}
+
+// step takes the next character, r decoded from size bytes, and reports
+// whether it is binary's: junk in a dense enough stretch, or junk within
+// binaryGap characters of binary's last.
+func (b *binaryScan) step(r rune, size int) bool {
+	n := b.n
+	b.n++
+	ctrl := unicode.IsControl(r) && r != '\t' && r != '\x1b'
+	junk := (r == utf8.RuneError && size == 1) || ctrl
+	b.junkAt[n%binaryWindow], b.ctrlAt[n%binaryWindow] = junk, ctrl
+	if !junk {
+		return false
+	}
+	dense, ctrls := 0, 0
+	for k := range b.junkAt {
+		if b.junkAt[k] {
+			dense++
+		}
+		if b.ctrlAt[k] {
+			ctrls++
+		}
+	}
+	if (dense >= binaryMin && ctrls > 0) || (b.last >= 0 && n-b.last <= binaryGap) {
+		b.last = n
+		return true
+	}
+	return false
+}
+
 // messageStart returns where the message that ends at at begins in l: just
 // after the binary output before at (see binaryWindow), or 0 when there is
 // none. A program that writes binary to stderr and then fails a write
@@ -301,28 +337,13 @@ const (
 // at the message ("touch: cannot touch ..."), not at hundreds of bytes of
 // U+FFFD.
 func messageStart(l string, at int) int {
-	var junkAt, ctrlAt [binaryWindow]bool // of the last characters: rings
-	start, last := 0, -1                  // last: the index, in characters, of binary's last junk
-	for i, n := 0, 0; i < at; n++ {
+	b := binaryScan{last: -1}
+	start := 0
+	for i := 0; i < at; {
 		r, size := utf8.DecodeRuneInString(l[i:])
 		i += size
-		ctrl := unicode.IsControl(r) && r != '\t' && r != '\x1b'
-		junk := (r == utf8.RuneError && size == 1) || ctrl
-		junkAt[n%binaryWindow], ctrlAt[n%binaryWindow] = junk, ctrl
-		if !junk {
-			continue
-		}
-		dense, ctrls := 0, 0
-		for k := range junkAt {
-			if junkAt[k] {
-				dense++
-			}
-			if ctrlAt[k] {
-				ctrls++
-			}
-		}
-		if (dense >= binaryMin && ctrls > 0) || (last >= 0 && n-last <= binaryGap) {
-			start, last = i, n
+		if b.step(r, size) {
+			start = i
 		}
 	}
 	return start
