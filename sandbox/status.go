@@ -201,7 +201,7 @@ func denialLine(stderr []byte) (string, bool) {
 		shown := stripEscapes(string(lines[i]))
 		for _, sig := range denialSignatures {
 			if at := strings.LastIndex(shown, sig); at >= 0 {
-				l := reasonText(shown[messageStart(shown, at):])
+				l := reasonText(shown[messageStart(shown, at):messageEnd(shown, at+len(sig))])
 				at = strings.LastIndex(l, sig)
 				return quoteAround(l, at, len(sig)), true
 			}
@@ -347,6 +347,24 @@ func messageStart(l string, at int) int {
 		}
 	}
 	return start
+}
+
+// messageEnd returns where the message that goes on from from ends in l:
+// where the first binary output after from starts, by the rule of
+// [messageStart] applied backwards from the line's end, or len(l) when
+// there is none. A program that fails a write and then writes binary to
+// stderr leaves the binary on its message's line.
+func messageEnd(l string, from int) int {
+	b := binaryScan{last: -1}
+	end := len(l)
+	for i := len(l); i > from; {
+		r, size := utf8.DecodeLastRuneInString(l[from:i])
+		i -= size
+		if b.step(r, size) {
+			end = i
+		}
+	}
+	return end
 }
 
 // reasonLineMax is how much of a stderr line a reason quotes, in bytes.

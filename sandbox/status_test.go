@@ -229,3 +229,52 @@ func TestClassifyDenialAfterBinary(t *testing.T) {
 		require.Equal(t, "write refused by the fence: "+strings.ToValidUTF8(legacy, "\uFFFD"), c.Reason)
 	}
 }
+
+// TestClassifyDenialBeforeBinary: a program that failed a write and then
+// wrote binary to stderr leaves the binary on its message's line; the
+// reason quotes the message, with at most a few stray characters of the
+// binary after it (the clean run that starts the binary), by the junk rule
+// of binary before a message. Text in a legacy encoding after the message
+// is not binary: it stays.
+func TestClassifyDenialBeforeBinary(t *testing.T) {
+	t.Parallel()
+	_, one, _ := states(t)
+	ran1 := Status{ChildPID: 5, Ran: true, ExitCode: 1}
+	const msg = "touch: cannot touch '/etc/x': Read-only file system"
+	const elf = "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01\x00\x00\x00\x10\x10\x00\x00"
+	cptext := "/etc/\xee\xf2\xf7\xb8\xf2 \xe7\xe0 \xed\xee\xff\xe1\xf0\xfc.txt" // CP1251: every letter
+	cases := []struct{ name, stderr, want string }{
+		{"binary right after", msg + elf, msg},
+		{"binary after a space", msg + " " + elf + "more text", msg},
+		{"binary on both sides", elf + msg + elf, msg},
+		{"a legacy encoding after the message, then binary", msg + ": '" + cptext + "' (errno 30), dumping the state" + elf,
+			msg + ": '" + strings.ToValidUTF8(cptext, "\uFFFD") + "' (errno 30), dumping the state"},
+		{"a colour after the message, then binary", msg + "\x1b[0m" + elf, msg},
+	}
+	for _, tc := range cases {
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(tc.stderr + "\n")})
+		require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Denied: true, Reason: "write refused by the fence: " + tc.want}, c, tc.name)
+	}
+
+	rng := rand.New(rand.NewPCG(3, 4))
+	strays := 0
+	for seed := range 200 {
+		junk := make([]byte, 2000)
+		for i := range junk {
+			junk[i] = byte(rng.UintN(256))
+			if junk[i] == '\n' {
+				junk[i] = 0
+			}
+		}
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append([]byte(msg), append(junk, '\n')...)})
+		require.True(t, c.Denied, "seed %d", seed)
+		q, ok := strings.CutPrefix(c.Reason, "write refused by the fence: ")
+		require.True(t, ok, "seed %d: %q", seed, c.Reason)
+		stray, ok := strings.CutPrefix(q, msg)
+		require.True(t, ok, "seed %d: %q", seed, q)
+		require.Less(t, utf8.RuneCountInString(stray), binaryGap, "seed %d: %q", seed, q)
+		require.NotContains(t, stray, "\uFFFD", "seed %d: %q", seed, q)
+		strays += utf8.RuneCountInString(stray)
+	}
+	require.Less(t, strays, 2*200, "stray characters after the message, in all")
+}
