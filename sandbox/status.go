@@ -279,8 +279,9 @@ func escapeLen(s string) int {
 	return 0
 }
 
-// binaryWindow, binaryMin and binaryGap define where binary output ends on
-// a line. A character is junk when it is an invalid UTF-8 byte or a control
+// binaryWindow, binaryMin and binaryGap define where binary output is on a
+// line: where it ends before a message ([messageStart]) and, read from the
+// line's end backwards, where it starts after one ([messageEnd]). A character is junk when it is an invalid UTF-8 byte or a control
 // character other than tab and escape (which colours use). Binary starts at
 // a stretch of binaryWindow characters of which at least binaryMin are junk,
 // one of them a control character, and goes on while junk comes again
