@@ -223,7 +223,9 @@ func denialLine(stderr []byte) (string, bool) {
 //     Linux console (UTF-8 window titles);
 //   - the other escape sequences of the C1 set (5.3): ESC and one byte
 //     0x40–0x5F. DCS, SOS, PM and APC (ESC P, X, ^, _) open control
-//     strings as OSC does; only these two bytes of them go.
+//     strings as OSC does; only these two bytes of them go;
+//   - ESC, intermediate bytes 0x20–0x2F, a final byte 0x30–0x7E (ECMA-35
+//     §13.2, nF sequences: "ESC ( B" from tput sgr0, charset selection).
 //
 // Only whole sequences go: one cut short, or holding a byte it may not,
 // stays but for its ESC or U+009B, which [reasonText] drops as a control
@@ -275,6 +277,16 @@ func escapeLen(s string) int {
 		}
 	case len(s) >= 2 && s[0] == '\x1b' && s[1] >= 0x40 && s[1] <= 0x5f:
 		return 2
+	case len(s) >= 3 && s[0] == '\x1b' && s[1] >= 0x20 && s[1] <= 0x2f:
+		// ECMA-35 §13.2 (nF): intermediate bytes, then a final byte
+		// 0x30–0x7E; "ESC ( B", which tput sgr0 writes, selects ASCII.
+		i := 1
+		for i < len(s) && s[i] >= 0x20 && s[i] <= 0x2f {
+			i++
+		}
+		if i < len(s) && s[i] >= 0x30 && s[i] <= 0x7e {
+			return i + 1
+		}
 	}
 	return 0
 }

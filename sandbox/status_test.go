@@ -141,6 +141,7 @@ func TestClassifyDenialEscapes(t *testing.T) {
 		{"OSC 8 hyperlink around the path, ST", "touch: cannot touch '\x1b]8;;file:///etc/x\x1b\\/etc/x\x1b]8;;\x1b\\': Read-only file system", msg},
 		{"OSC 8 hyperlink around the path, BEL", "touch: cannot touch '\x1b]8;id=1;file://h%C3%B4te/etc/x\a/etc/x\x1b]8;;\a': Read-only file system", msg},
 		{"window title before the message", "\x1b]0;make: étape 2\atouch: cannot touch '/etc/x': Read-only file system", msg},
+		{"tput sgr0 (ESC ( B, ECMA-35 nF)", "\x1b[1m\x1b(Btouch: cannot touch '/etc/x': Read-only file system\x1b(B\x1b[m", msg},
 		{"two-byte sequences", "\x1bEtouch: cannot touch '/etc/x': Read-only file system\x1bM", msg},
 		{"signature split by colours", "touch: cannot touch '/etc/x': Read-only \x1b[1mfile\x1b[22m system", msg},
 		{"sequences cut short stay but for ESC", "\x1b[1;31\x01m " + msg + "\x1b[0m \x1b]0;title", "[1;31m " + msg + " ]0;title"},
