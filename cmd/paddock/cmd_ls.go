@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,9 @@ func runLs(ctx context.Context, cmd *cobra.Command, opts LsOptions, gopts *Globa
 	if opts.Limit < 0 {
 		return usagef("--limit %d: must be 0 (all) or more", opts.Limit)
 	}
+	if err := checkNameGlob(opts.Name); err != nil {
+		return err
+	}
 	valid := map[string]bool{}
 	for _, st := range queue.JobStates() {
 		valid[string(st)] = true
@@ -90,5 +94,14 @@ func runLs(ctx context.Context, cmd *cobra.Command, opts LsOptions, gopts *Globa
 		return nil
 	}
 	printJobTable(out, jobs)
+	return nil
+}
+
+// checkNameGlob refuses a malformed --name glob (an unclosed "[", a
+// trailing "\"), which would otherwise match nothing and exit 0.
+func checkNameGlob(glob string) error {
+	if _, err := path.Match(glob, ""); err != nil {
+		return usagef("--name %q: %v", glob, err)
+	}
 	return nil
 }

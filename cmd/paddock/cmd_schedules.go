@@ -21,7 +21,7 @@ type SchedulesOptions struct {
 
 // AddFlags registers the schedules flags.
 func (o *SchedulesOptions) AddFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.Name, "name", "", "only schedules whose name matches this glob")
+	cmd.Flags().StringVar(&o.Name, "name", "", "only schedules whose name matches this glob (path.Match syntax)")
 }
 
 func newSchedulesCommand(gopts *GlobalOptions) *cobra.Command {
@@ -101,6 +101,9 @@ func scheduleRowOf(s queue.Schedule, messageType string) scheduleRow {
 }
 
 func runSchedules(ctx context.Context, cmd *cobra.Command, opts SchedulesOptions, gopts *GlobalOptions) error {
+	if err := checkNameGlob(opts.Name); err != nil { // cmd_ls.go
+		return err
+	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err

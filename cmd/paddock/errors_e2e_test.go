@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,18 @@ func TestE2EWorkerStoreErrorFirst(t *testing.T) {
 		return nil
 	})
 	require.Empty(t, compiled, "the hooks were compiled before the store error was reported")
+}
+
+// A malformed --name glob is a usage error naming the flag and the
+// pattern; it once matched nothing and exited 0.
+func TestE2EMalformedNameGlob(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	for _, args := range [][]string{{"ls", "--name", "["}, {"ls", "--name", `web-\`}, {"schedules", "--name", "a[b"}} {
+		out, errOut, code := b.Run(args...)
+		require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
+		require.Contains(t, errOut, `--name "`+strings.ReplaceAll(args[2], `\`, `\\`)+`": syntax error in pattern`, args)
+	}
+	_, errOut, code := b.Run("ls", "--name", "web-*")
+	require.Equal(t, 0, code, errOut)
 }
