@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"time"
@@ -110,7 +111,11 @@ type ScheduleUpsertParams struct {
 	Specs      []Spec // every one with Schedule and Name set
 	Source     string
 	SourcePath string
+	SourceName string // as JobEnqueueParams.SourceName
 }
+
+// sourceName is how messages name p's file ("" prints as "<stdin>").
+func (p *ScheduleUpsertParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath) }
 
 // ScheduleListParams filters ScheduleList. The zero value lists all.
 type ScheduleListParams struct {

@@ -578,7 +578,7 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 		if p == nil || len(p.Specs) == 0 {
 			return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
 		}
-		if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
+		if verr := validateSpecs(p.sourceName(), p.Specs); verr != nil {
 			return nil, verr
 		}
 		jobs, scheduled := splitScheduled(p)
@@ -633,13 +633,13 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 		var mine []FieldError
 		for _, sp := range p.Specs {
 			if at, ok := where[sp.Name]; ok && sp.Name != "" {
-				mine = append(mine, FieldError{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
+				mine = append(mine, FieldError{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
 					Message: fmt.Sprintf("duplicate name %q: a job or schedule of %s has it too (names are unique within one submission)", sp.Name, at)})
 			}
 		}
 		for _, sp := range p.Specs {
 			if _, ok := where[sp.Name]; sp.Name != "" && !ok {
-				where[sp.Name] = cmp.Or(p.SourcePath, "<stdin>")
+				where[sp.Name] = cmp.Or(p.sourceName(), "<stdin>")
 				if sp.Line > 0 {
 					where[sp.Name] += ":" + strconv.Itoa(sp.Line)
 				}
@@ -685,7 +685,7 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		if sp.Name != "" {
 			label = "job " + strconv.Quote(sp.Name)
 		}
-		errs = append(errs, FieldError{File: p.SourcePath, Line: sp.Line, Job: label, Key: key, Message: msg})
+		errs = append(errs, FieldError{File: p.sourceName(), Line: sp.Line, Job: label, Key: key, Message: msg})
 	}
 	// Names held by queued or running jobs: one query for the batch.
 	var batchNames []string

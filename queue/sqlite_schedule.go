@@ -55,7 +55,7 @@ const decisionCols = `schedule, tick_ns, decision, count, job_id, at_ns, worker_
 // splitScheduled returns a copy of p holding only its one-off specs, and
 // params holding its scheduled specs.
 func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertParams) {
-	sched := &ScheduleUpsertParams{Source: p.Source, SourcePath: p.SourcePath}
+	sched := &ScheduleUpsertParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName}
 	n := 0
 	for i := range p.Specs {
 		if p.Specs[i].Schedule != "" {
@@ -65,7 +65,7 @@ func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertPara
 	if n == 0 { // the usual batch: no copy of its specs
 		return p, sched
 	}
-	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, Specs: make([]Spec, 0, len(p.Specs)-n)}
+	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName, Specs: make([]Spec, 0, len(p.Specs)-n)}
 	sched.Specs = make([]Spec, 0, n)
 	for i := range p.Specs {
 		if p.Specs[i].Schedule != "" {
@@ -137,10 +137,10 @@ func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParam
 	}
 	for _, sp := range p.Specs {
 		if sp.Schedule == "" {
-			return nil, &ValidationError{Errors: []FieldError{{File: p.SourcePath, Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
+			return nil, &ValidationError{Errors: []FieldError{{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
 		}
 	}
-	if verr := validateSpecs(p.SourcePath, p.Specs); verr != nil {
+	if verr := validateSpecs(p.sourceName(), p.Specs); verr != nil {
 		return nil, verr
 	}
 	var out []Schedule

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -239,7 +240,14 @@ type JobEnqueueParams struct {
 	Specs      []Spec
 	Source     string // the submitted TOML verbatim, kept with every job of the batch
 	SourcePath string // where it came from; "" for stdin
+	// SourceName names the batch in error messages, e.g. the path as the
+	// user typed it; it is not stored. "" uses SourcePath ("<stdin>" when
+	// that is "" too).
+	SourceName string
 }
+
+// sourceName is how messages name p's file ("" prints as "<stdin>").
+func (p *JobEnqueueParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath) }
 
 // LeaseReleaseParams names the jobs a worker gives back ([Store.LeaseRelease]).
 type LeaseReleaseParams struct {

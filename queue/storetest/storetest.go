@@ -233,6 +233,26 @@ func Exercise(t *testing.T, open Opener) {
 		}
 		_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"}})
 		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job or schedule of /srv/one.toml has it too`)
+		// SourceName, when set, names the batch in messages instead of
+		// SourcePath, whichever check finds the problem.
+		for _, second := range []queue.Spec{
+			{Name: "one", Command: []string{"true"}, Line: 4},
+			{Name: "two", Command: []string{"true"}, After: []string{"ghost"}, Line: 4},
+			{Name: "two", Command: []string{"true"}, Mode: "yolo", Line: 4},
+			{Name: "two", Command: []string{"true"}, Schedule: "@daily", Mode: "yolo", Line: 4},
+		} {
+			_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
+				{Specs: one.Specs, SourcePath: "/srv/one.toml", SourceName: "one.toml"},
+				{Specs: []queue.Spec{second}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
+			require.ErrorIs(t, err, queue.ErrInvalid)
+			require.ErrorContains(t, err, `./dup.toml:4: job "`+second.Name+`": `)
+			require.NotContains(t, err.Error(), "/srv/", "SourcePath in a message")
+		}
+		require.ErrorContains(t, err, `./dup.toml:4: job "two": mode:`)
+		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
+			{Specs: one.Specs, SourcePath: "/srv/one.toml", SourceName: "one.toml"},
+			{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
+		require.ErrorContains(t, err, `./dup.toml:4: job "one": name: duplicate name "one": a job or schedule of one.toml has it too`)
 		_, err = b.st.JobEnqueueAll(b.ctx, nil)
 		require.ErrorIs(t, err, queue.ErrInvalid)
 		// A schedule given twice: the second would replace the first.
