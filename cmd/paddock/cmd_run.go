@@ -60,10 +60,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	if n := len(files[0].specs); n != 1 {
-		return usagef("%s: paddock run takes a file with exactly one job, this one has %d (use paddock submit)", file, n)
+		return usagef("%s: paddock run takes a file with exactly one job, this one has %d (use paddock submit)", files[0].name, n)
 	}
 	if files[0].specs[0].Schedule != "" {
-		return usagef("%s: the job has a schedule; paddock run runs one-off jobs (use paddock submit)", file)
+		return usagef("%s: the job has a schedule; paddock run runs one-off jobs (use paddock submit)", files[0].name)
 	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
@@ -81,7 +81,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	if err := checkHookNames(a.cfg, files); err != nil {
 		return err
 	}
-	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path})
+	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path, SourceName: files[0].name})
 	if err != nil {
 		return enqueueError(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,9 +40,10 @@ func newSubmitCommand(gopts *GlobalOptions) *cobra.Command {
 		Long: `Validate job files and enqueue them, all in one transaction; print the ids.
 
 Every file is validated before anything is enqueued: one bad job anywhere
-refuses the whole submission, and every problem is listed with its file,
-line and key. "-" reads one job file from standard input (relative paths
-resolve against the current directory).`,
+refuses the whole submission, and every problem is listed with its file
+(as typed), line and key. "-" reads one job file from standard input,
+called <stdin> in messages (relative paths resolve against the current
+directory).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSubmit(cmd.Context(), cmd, opts, gopts, args)
@@ -51,9 +53,14 @@ resolve against the current directory).`,
 	return cmd
 }
 
+// stdinName is how messages name standard input (the argument "-"), as
+// queue.FieldError does.
+const stdinName = "<stdin>"
+
 // parsedFile is one validated job file, ready to enqueue.
 type parsedFile struct {
-	path  string
+	name  string // as typed, for messages; stdinName for "-"
+	path  string // absolute, as stored (queue.JobEnqueueParams.SourcePath); "" for stdin
 	specs []queue.Spec
 	data  []byte
 }
@@ -67,15 +74,15 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 		if arg == "-" {
 			data, err := io.ReadAll(stdin)
 			if err != nil {
-				return nil, fmt.Errorf("read standard input: %w", err)
+				return nil, fmt.Errorf("read %s: %w", stdinName, err)
 			}
 			wd, _ := os.Getwd()
-			specs, err := queue.Parse("<stdin>", data, wd)
+			specs, err := queue.Parse(stdinName, data, wd)
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			out = append(out, parsedFile{path: "-", specs: specs, data: data})
+			out = append(out, parsedFile{name: stdinName, specs: specs, data: data})
 			continue
 		}
 		specs, data, err := queue.ParseFile(arg)
@@ -84,7 +91,7 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 			continue
 		}
 		abs, _ := filepath.Abs(arg)
-		out = append(out, parsedFile{path: abs, specs: specs, data: data})
+		out = append(out, parsedFile{name: arg, path: abs, specs: specs, data: data})
 	}
 	if len(errs) > 0 {
 		msg := errs[0]
@@ -118,7 +125,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	// Every file in one transaction: all of them are enqueued, or none.
 	batches := make([]*queue.JobEnqueueParams, len(files))
 	for i, f := range files {
-		batches[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path}
+		batches[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path, SourceName: f.name}
 	}
 	enqueued, err := a.store.JobEnqueueAll(ctx, batches)
 	if err != nil {
@@ -130,7 +137,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		for _, j := range enqueued[i] {
 			ids = append(ids, j.ID)
 			if gopts.JSON {
-				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": f.path})
+				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": cmp.Or(f.path, stdinName)})
 			} else {
 				fmt.Fprintf(out, "%s\t%s\n", j.ID, j.Name)
 			}
@@ -160,7 +167,7 @@ func enqueueError(err error) error {
 func checkHookNames(cfg runner.Config, files []parsedFile) error {
 	var problems []string
 	for _, f := range files {
-		if err := cfg.CheckHookNames(f.path, f.data, f.specs); err != nil {
+		if err := cfg.CheckHookNames(f.name, f.data, f.specs); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}

@@ -137,3 +137,43 @@ func TestE2EMalformedNameGlob(t *testing.T) {
 	_, errOut, code := b.Run("ls", "--name", "web-*")
 	require.Equal(t, 0, code, errOut)
 }
+
+// Submit's messages name a file as it was typed (relative stays
+// relative) and standard input as <stdin>, whichever check finds the
+// problem: the parser, the hook names, the store (an after naming
+// nothing, a name given in two files), run's one-job rule. Some once
+// printed the absolute path, or "-" for standard input.
+func TestE2ESubmitMessagesNameFilesAsTyped(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	b.WriteJob("good.toml", "name = \"same\"\ncommand = \"true\"\n")
+	b.WriteJob("again.toml", "# the same name\n\nname = \"same\"\ncommand = \"true\"\n")
+	b.WriteJob("after.toml", "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n")
+	hooks := "name = \"h\"\ncommand = \"true\"\nhooks = [\"nonexistent-hook\"]\n"
+	b.WriteJob("hooks.toml", hooks)
+	for _, c := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"submit", "good.toml", "again.toml"}, "",
+			`again.toml:3: job "same": name: duplicate name "same": a job or schedule of good.toml:1 has it too`},
+		{[]string{"submit", "./good.toml", "-"}, "name = \"same\"\ncommand = \"true\"\n",
+			`<stdin>:1: job "same": name: duplicate name "same": a job or schedule of ./good.toml:1 has it too`},
+		{[]string{"submit", "-", "good.toml"}, "name = \"same\"\ncommand = \"true\"\n",
+			`good.toml:1: job "same": name: duplicate name "same": a job or schedule of <stdin>:1 has it too`},
+		{[]string{"submit", "good.toml", "after.toml"}, "", `after.toml:3: job "a": after: "does-not-exist" names no job`},
+		{[]string{"submit", "-"}, "name = \"a\"\ncommand = \"true\"\nafter = [\"does-not-exist\"]\n", `<stdin>:3: job "a": after: "does-not-exist" names no job`},
+		{[]string{"submit", "hooks.toml"}, "", `hooks.toml:3: job "h": hooks: unknown hook "nonexistent-hook"`},
+		{[]string{"submit", "-"}, hooks, `<stdin>:3: job "h": hooks: unknown hook "nonexistent-hook"`},
+		{[]string{"check", "-"}, hooks, `<stdin>:3: job "h": hooks: unknown hook "nonexistent-hook"`},
+		{[]string{"run", "-"}, "[[job]]\ncommand = \"true\"\n[[job]]\ncommand = \"true\"\n", `<stdin>: paddock run takes a file with exactly one job, this one has 2`},
+		{[]string{"submit", "-"}, "name = \"x\"\n", `<stdin>:1: job "x": command:`},
+	} {
+		_, errOut, code := b.RunIn(b.Dir, c.stdin, c.args...)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.want, c.args)
+		require.NotContains(t, errOut, b.Dir, "%v: an absolute path", c.args)
+	}
+	requireNothingQueued(t, b)
+}

@@ -128,9 +128,20 @@ func (b *Bundle) Cmd(ctx context.Context, args ...string) *exec.Cmd {
 // Run runs paddock and returns stdout, stderr and the exit code.
 func (b *Bundle) Run(args ...string) (string, string, int) {
 	b.T.Helper()
+	return b.RunIn("", "", args...)
+}
+
+// RunIn is Run in directory dir ("" = the test's) with stdin as standard
+// input ("" = the null device, as Run).
+func (b *Bundle) RunIn(dir, stdin string, args ...string) (string, string, int) {
+	b.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
 	c := b.Cmd(ctx, args...)
+	c.Dir = dir
+	if stdin != "" {
+		c.Stdin = strings.NewReader(stdin)
+	}
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	err := c.Run()
