@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,6 +69,9 @@ type parsedFile struct {
 // parseJobFiles validates every file (or "-" for stdin) and returns them,
 // or one usage error listing every problem of every file.
 func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
+	if err := checkGivenOnce(args); err != nil {
+		return nil, err
+	}
 	var out []parsedFile
 	var errs []string
 	for _, arg := range args {
@@ -101,6 +105,56 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 		return nil, usagef("nothing was enqueued:\n%s", msg)
 	}
 	return out, nil
+}
+
+// checkGivenOnce refuses a file given twice, however spelled (a.toml,
+// ./a.toml, its absolute path, a link to it: the same cleaned absolute
+// path, or the same file as os.SameFile sees it), and "-" given twice:
+// its jobs would clash with themselves. A file that cannot be read is
+// left to the parser to report.
+func checkGivenOnce(args []string) error {
+	type inode struct{ dev, ino uint64 }
+	byPath := map[string]string{} // cleaned absolute path: the argument
+	byInode := map[inode]string{} // os.SameFile's identity: the argument
+	stdin := false
+	for _, arg := range args {
+		if arg == "-" {
+			if stdin {
+				return usagef("%s is given twice", stdinName)
+			}
+			stdin = true
+			continue
+		}
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			continue
+		}
+		if first, ok := byPath[abs]; ok {
+			return givenTwice(first, arg)
+		}
+		byPath[abs] = arg
+		fi, err := os.Stat(arg)
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id := inode{uint64(st.Dev), st.Ino}
+			if first, ok := byInode[id]; ok {
+				return givenTwice(first, arg)
+			}
+			byInode[id] = arg
+		}
+	}
+	return nil
+}
+
+// givenTwice is checkGivenOnce's error for a file given as first, then as
+// again.
+func givenTwice(first, again string) error {
+	if first == again {
+		return usagef("%s is given twice", first)
+	}
+	return usagef("%s is given twice (again as %s)", first, again)
 }
 
 func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopts *GlobalOptions, args []string) error {

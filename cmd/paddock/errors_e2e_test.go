@@ -177,3 +177,34 @@ func TestE2ESubmitMessagesNameFilesAsTyped(t *testing.T) {
 	}
 	requireNothingQueued(t, b)
 }
+
+// A file given twice to submit, however spelled, is a usage error saying
+// so, not a job name that clashes with itself; nothing is enqueued.
+func TestE2ESubmitFileGivenTwice(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	a := b.WriteJob("a.toml", "name = \"a\"\ncommand = \"true\"\n")
+	b.WriteJob("b.toml", "name = \"b\"\ncommand = \"true\"\n")
+	require.NoError(t, os.Symlink("a.toml", filepath.Join(b.Dir, "link.toml")))
+	require.NoError(t, os.Mkdir(filepath.Join(b.Dir, "sub"), 0o700))
+	job := "name = \"s\"\ncommand = \"true\"\n"
+	for _, c := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"a.toml", "a.toml"}, "", "paddock: a.toml is given twice\n"},
+		{[]string{"a.toml", "b.toml", "./a.toml"}, "", "paddock: a.toml is given twice (again as ./a.toml)\n"},
+		{[]string{"a.toml", "sub/../a.toml"}, "", "paddock: a.toml is given twice (again as sub/../a.toml)\n"},
+		{[]string{a, "a.toml"}, "", "paddock: " + a + " is given twice (again as a.toml)\n"},
+		{[]string{"a.toml", "link.toml"}, "", "paddock: a.toml is given twice (again as link.toml)\n"},
+		{[]string{"-", "b.toml", "-"}, job, "paddock: <stdin> is given twice\n"},
+	} {
+		_, errOut, code := b.RunIn(b.Dir, c.stdin, append([]string{"submit"}, c.args...)...)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		require.Equal(t, c.want, errOut, c.args)
+	}
+	requireNothingQueued(t, b)
+	_, errOut, code := b.RunIn(b.Dir, job, "submit", "a.toml", "b.toml", "-")
+	require.Equal(t, 0, code, errOut)
+}
