@@ -560,6 +560,10 @@ type enqueueBatch struct {
 	p         *JobEnqueueParams // the one-off jobs
 	scheduled *ScheduleUpsertParams
 	specJSON  [][]byte
+	// later returns where a later batch of the call defines a job named
+	// name ("file:line"), or ""; for the message of an after naming
+	// nothing. Nil for the last batch.
+	later func(name string) string
 }
 
 // JobEnqueueAll implements Store. Names in Spec.After resolve first to a
@@ -591,6 +595,12 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 	}
 	if verr := crossBatchNames(ps); verr != nil {
 		return nil, verr
+	}
+	if len(ps) > 1 {
+		later := laterJobs(ps)
+		for i := range batches[:len(ps)-1] {
+			batches[i].later = func(name string) string { return later(i, name) }
+		}
 	}
 	now := s.now()
 	var bigIns *sql.Stmt
@@ -657,6 +667,49 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 		return nil
 	}
 	return &ValidationError{Errors: errs}
+}
+
+// laterJob is b.later(name), or "" when b.later is nil.
+func (b enqueueBatch) laterJob(name string) string {
+	if b.later == nil {
+		return ""
+	}
+	return b.later(name)
+}
+
+// laterJobs returns a function telling where a batch of ps after batch i
+// defines a job named name ("file:line" of its name key), or "". It
+// indexes the names on its first call, and places a batch's keys when
+// first asked about it: only a refused submission calls it.
+func laterJobs(ps []*JobEnqueueParams) func(i int, name string) string {
+	type def struct{ batch, line int }
+	var defs map[string]def
+	lines := map[int]func(int, string) int{}
+	return func(i int, name string) string {
+		if defs == nil {
+			defs = map[string]def{}
+			for b, p := range ps {
+				for _, sp := range p.Specs {
+					if _, ok := defs[sp.Name]; !ok && sp.Name != "" && sp.Schedule == "" {
+						defs[sp.Name] = def{b, sp.Line}
+					}
+				}
+			}
+		}
+		d, ok := defs[name]
+		if !ok || d.batch <= i {
+			return ""
+		}
+		p := ps[d.batch]
+		at := cmp.Or(p.sourceName(), "<stdin>")
+		if d.line > 0 {
+			if lines[d.batch] == nil {
+				lines[d.batch] = KeyLines([]byte(p.Source))
+			}
+			at += ":" + strconv.Itoa(lines[d.batch](d.line, "name"))
+		}
+		return at
+	}
 }
 
 // enqueueTx stores batch b in tx and returns its jobs (b.scheduled goes in
@@ -737,7 +790,11 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 				}
 			}
 			if e == nil {
-				fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
+				if at := b.laterJob(ref); at != "" {
+					fe(sp, i, "after", fmt.Sprintf("%q is a job of %s, which comes later in this submission: list it first (after may name a job of the same file, of an earlier one, or in the queue)", ref, at))
+				} else {
+					fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
+				}
 				continue
 			}
 			if !slices.ContainsFunc(extDeps[i], func(x ext) bool { return x.rid == e.rid }) {

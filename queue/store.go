@@ -135,8 +135,9 @@ type Store interface {
 	JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error)
 	// JobEnqueueAll stores several batches (the files of one submission)
 	// in one transaction: every spec of every batch, or none. A batch's
-	// `after` may name a job of an earlier batch; a job name given in two
-	// batches is a *ValidationError. It returns each batch's jobs, in
+	// `after` may name a job of an earlier batch, not of a later one (its
+	// *ValidationError says which batch defines it); a job name given in
+	// two batches is a *ValidationError. It returns each batch's jobs, in
 	// order; the errors are JobEnqueue's, of the first batch refused.
 	JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams) ([][]Job, error)
 	// JobClaim claims up to p.Limit ready jobs, highest Priority first, then

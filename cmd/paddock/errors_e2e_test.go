@@ -208,3 +208,18 @@ func TestE2ESubmitFileGivenTwice(t *testing.T) {
 	_, errOut, code := b.RunIn(b.Dir, job, "submit", "a.toml", "b.toml", "-")
 	require.Equal(t, 0, code, errOut)
 }
+
+// An after naming a job that a later file of the same submission defines
+// says to list that file first; it once said only that it named nothing.
+func TestE2ESubmitAfterNamesALaterFile(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	b.WriteJob("deploy.toml", "name = \"deploy\"\ncommand = \"true\"\nafter = [\"build\"]\n")
+	b.WriteJob("build.toml", "# builds\nname = \"build\"\ncommand = \"true\"\n")
+	_, errOut, code := b.RunIn(b.Dir, "", "submit", "deploy.toml", "build.toml")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `deploy.toml:3: job "deploy": after: "build" is a job of build.toml:2, which comes later in this submission: list it first`)
+	requireNothingQueued(t, b)
+	_, errOut, code = b.RunIn(b.Dir, "", "submit", "build.toml", "deploy.toml")
+	require.Equal(t, 0, code, errOut)
+}

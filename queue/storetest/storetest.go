@@ -268,6 +268,14 @@ func Exercise(t *testing.T, open Opener) {
 		require.NoError(t, err)
 		require.Empty(t, scheds)
 
+		// An earlier batch's after naming a job of a later one says so.
+		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
+			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}, Line: 1}}, SourcePath: "/srv/two.toml"}, one})
+		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorContains(t, err, `/srv/two.toml:1: job "two": after: "one" is a job of /srv/one.toml, which comes later in this submission: list it first`)
+		_, err = b.st.JobGet(b.ctx, "one")
+		require.ErrorIs(t, err, queue.ErrNotFound)
+
 		// A later batch's after names a job of an earlier one; a schedule
 		// may share a name with nothing here but is not a job.
 		got, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one,
