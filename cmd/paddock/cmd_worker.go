@@ -140,7 +140,12 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 			return nil
 		}
 		if a.store == nil {
-			return &exitCodeError{code: exitFailure, err: errors.New("stopped by a signal while starting: the queue was not drained")}
+			// The signal came while the store was opening: open it
+			// anyway to say what is left, as a later signal would.
+			if err := a.openStore(context.WithoutCancel(ctx)); err != nil {
+				return &exitCodeError{code: exitFailure, err: errors.New("stopped by a signal while starting: the queue was not drained")}
+			}
+			defer a.Close()
 		}
 		return drainLeft(ctx, a.store)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 
 	"paddock/internal/e2etest"
 )
@@ -208,7 +210,8 @@ func TestE2EWorkerDrainStoppedExits1(t *testing.T) {
 // A signal while the worker starts (its hooks compiling, no compilation
 // cache) stops it as a signal after the start does: no "context
 // canceled" failure, exit 1 from --drain with jobs left, nothing run; a
-// second signal ends the start at once.
+// second signal ends the start at once. A signal before the store is
+// open says the same.
 func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "[[hook]]\nname = \"deny\"\npath = \""+denylistWasm(t)+"\"\n")
@@ -246,6 +249,31 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	require.Contains(t, errb.String(), "stopped before the queue was drained: 1 job(s) queued or running")
 	require.NotContains(t, errb.String(), "context canceled")
 	require.Equal(t, "queued", b.Show(ids[0]).State)
+
+	// A signal while the store is still opening (another process holds
+	// the database's write lock): the worker opens it all the same, once
+	// the lock is gone, to say what is left.
+	db, err := sql.Open("sqlite", filepath.Join(b.State, DatabaseFile))
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	_, err = conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE")
+	require.NoError(t, err)
+	w = b.Cmd(context.Background(), "worker", "--drain")
+	var early strings.Builder
+	w.Stderr = &early
+	require.NoError(t, w.Start())
+	for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, DatabaseFile); time.Sleep(5 * time.Millisecond) {
+		require.False(t, time.Now().After(deadline), "the worker never opened its database")
+	}
+	require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+	time.Sleep(300 * time.Millisecond)
+	_, err = conn.ExecContext(context.Background(), "ROLLBACK")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	require.Equal(t, 1, exitCode(w, &early), early.String())
+	require.Contains(t, early.String(), "stopped before the queue was drained: 1 job(s) queued or running")
 
 	w, errb = start()
 	began := time.Now()

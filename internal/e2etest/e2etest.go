@@ -274,6 +274,22 @@ func (b *Bundle) WaitState(ref string, timeout time.Duration, states ...string) 
 	}
 }
 
+// HasOpen reports whether process pid has a file open whose name ends in
+// suffix (read from /proc/PID/fd).
+func HasOpen(pid int, suffix string) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasSuffix(target, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
 // ProcessesWith returns the pids (other than this process) whose command
 // line contains marker.
 func ProcessesWith(marker string) []int {
