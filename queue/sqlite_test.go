@@ -82,15 +82,23 @@ func TestSQLiteOpenSaysWhatIsWrong(t *testing.T) {
 	file := mk("file", func(p string) error {
 		return os.WriteFile(p, []byte("not sqlite at all, but long enough to be read as a header........................................................................................"), 0o600)
 	})
+	dangling := mk("dangling", func(p string) error { return os.Symlink(filepath.Join(dir, "missing", "q.db"), p) })
+	// SQLite would create the target; a dangling link is refused instead.
+	danglingHere := mk("dangling-here", func(p string) error { return os.Symlink("nothing.db", p) })
+	loop := mk("loop", func(p string) error { return os.Symlink("loop", p) })
 	cases := []struct{ path, want string }{
 		{mk("dir", func(p string) error { return os.Mkdir(p, 0o700) }), ": it is a directory; the queue database must be a file"},
 		{mk("fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }), ": it is a named pipe; the queue database must be a file"},
 		{filepath.Join(dir, "missing", "q.db"), ": its directory: stat " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{filepath.Join(file, "q.db"), ": " + file + " is not a directory"},
 		{file, ": not a SQLite database, or a damaged one: file is not a database (26)"},
+		{dangling, ": it is a symlink to " + filepath.Join(dir, "missing", "q.db") + ", which does not exist"},
+		{danglingHere, ": it is a symlink to nothing.db, which does not exist"},
+		{loop, ": stat " + loop + ": too many levels of symbolic links"},
 	}
 	for _, tc := range cases {
 		_, err := queue.OpenSQLite(ctx, tc.path, queue.SQLiteOptions{})
 		require.EqualError(t, err, "queue: open "+tc.path+tc.want)
 	}
+	require.NoFileExists(t, filepath.Join(dir, "nothing.db"))
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -222,4 +226,72 @@ func TestE2ESubmitAfterNamesALaterFile(t *testing.T) {
 	requireNothingQueued(t, b)
 	_, errOut, code = b.RunIn(b.Dir, "", "submit", "build.toml", "deploy.toml")
 	require.Equal(t, 0, code, errOut)
+}
+
+// runReadOnly runs paddock with b's state dir and config and args under
+// bwrap, with dir mounted read-only and each of rw mounted writable inside
+// it: how a read-only mount or a directory the user cannot write looks to
+// paddock even when the test runs as root (root passes permission checks,
+// not a read-only mount).
+func runReadOnly(t *testing.T, b *e2etest.Bundle, dir string, rw []string, args ...string) (string, int) {
+	t.Helper()
+	rep := e2etest.RequireBwrap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.CommandTimeout)
+	defer cancel()
+	c := b.Cmd(ctx, args...)
+	bw := []string{rep.Executable, "--bind", "/", "/", "--ro-bind", dir, dir}
+	for _, p := range rw {
+		bw = append(bw, "--bind", p, p)
+	}
+	bw = append(bw, "--dev", "/dev", "--proc", "/proc", "--")
+	c.Path, c.Args = rep.Executable, append(bw, c.Args...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	err := c.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		require.NoError(t, err, "%s", errb.String())
+	}
+	return errb.String(), ee.ExitCode()
+}
+
+// A state directory or queue database paddock cannot write says what is
+// wrong and where, and exits 1, instead of SQLite's "unable to open
+// database file (14)" or "attempt to write a readonly database".
+func TestE2EStateNotWritable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// setup prepares b's state directory, mounted read-only, and
+		// returns the paths mounted writable inside it, the extra
+		// arguments and the expected stderr.
+		setup func(t *testing.T, b *e2etest.Bundle, db string) (rw, args []string, want string)
+	}{
+		{"empty state directory on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
+			require.NoError(t, os.MkdirAll(b.State, 0o700))
+			return nil, nil, "paddock: queue: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
+				db + ", " + db + "-wal and " + db + "-shm there\n"
+		}},
+		{"database on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
+			_, errOut, code := b.Run("ls") // creates the database
+			require.Equal(t, 0, code, errOut)
+			return nil, nil, "paddock: queue: open " + db + ": it is not writable: read-only file system\n"
+		}},
+		{"writable database in a directory that is not", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
+			_, errOut, code := b.Run("ls")
+			require.Equal(t, 0, code, errOut)
+			return []string{db}, nil, "paddock: queue: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
+				db + "-wal and " + db + "-shm there\n"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := e2etest.Setup(t, "")
+			rw, args, want := tc.setup(t, b, filepath.Join(b.State, DatabaseFile))
+			errOut, code := runReadOnly(t, b, b.State, rw, append(args, "ls")...)
+			require.Equal(t, 1, code, errOut)
+			require.Equal(t, want, errOut)
+		})
+	}
 }
