@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"paddock/hooks"
 	"paddock/queue"
@@ -81,7 +82,9 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, usagef("state directory %s: %v (set --state-dir or $PADDOCK_STATE_DIR to a directory)", stateDir, err)
+		// Exit 1, as a queue database that cannot be opened: the flags
+		// were fine, the file system refused.
+		return nil, fmt.Errorf("state directory %s: %w (set --state-dir or $PADDOCK_STATE_DIR to a directory paddock can create and write)", stateDir, err)
 	}
 	return &app{cfg: cfg, stateDir: stateDir}, nil
 }
@@ -114,9 +117,19 @@ func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, er
 // compilation cache under the state directory. With prewarm (the worker)
 // each reactor hook makes one instance in the background at once.
 func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
+	// A cache directory that cannot be made or written is the state
+	// directory's fault, not the config's: exit 1, not 2 (hooks.NewChain
+	// would call it an invalid config).
+	cacheDir := filepath.Join(a.stateDir, "cache", "wazero")
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.stateDir, err)
+	}
+	if err := unix.Access(cacheDir, unix.W_OK); err != nil {
+		return nil, fmt.Errorf("state directory %s: hook compilation cache %s is not writable: %w", a.stateDir, cacheDir, err)
+	}
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:    a.cfg.HookConfigs(),
-		CacheDir: filepath.Join(a.stateDir, "cache", "wazero"),
+		CacheDir: cacheDir,
 		Sandbox:  a.fence().SandboxInfo,
 		Prewarm:  prewarm,
 	})

@@ -18,7 +18,7 @@ import (
 // Exit codes shared by every command; README.md ("Exit codes") documents them.
 const (
 	exitOK      = 0
-	exitFailure = 1 // the command ran and reported failure (a denied hook, a failed job)
+	exitFailure = 1 // the command ran and reported failure (a denied hook, a failed job), or the state directory or queue database cannot be used
 	exitUsage   = 2 // bad flags, bad input, a file that does not load
 	// exitInterrupted: a command other than worker and run ended by SIGINT
 	// or SIGTERM before it was done (a wait before its jobs were final);
