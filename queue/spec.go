@@ -65,6 +65,11 @@ type FieldError struct {
 	Job     string // `job "name"`, "job 3" (1-based), "defaults", or "" for the file as a whole
 	Key     string // the TOML key at fault, e.g. "timeout" or "env.HOME"; "" for the whole job
 	Message string // what was expected
+	// Err is the sentinel this problem is an instance of, for errors.Is
+	// through the *ValidationError (ErrNameInUse for a name held by a
+	// queued or running job); nil for most problems. It is not printed:
+	// Message says it.
+	Err error
 }
 
 // String formats the error as "file:line: job: key: message", leaving out
@@ -111,6 +116,18 @@ func (e *ValidationError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the sentinels of e's problems (FieldError.Err), so that
+// errors.Is(err, ErrNameInUse) holds when a name was in use.
+func (e *ValidationError) Unwrap() []error {
+	var errs []error
+	for _, fe := range e.Errors {
+		if fe.Err != nil {
+			errs = append(errs, fe.Err)
+		}
+	}
+	return errs
+}
 
 // ParseFile reads and parses a job file. Relative paths resolve against the
 // file's directory. It returns the specs and the file's bytes (to pass as

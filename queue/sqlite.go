@@ -806,7 +806,6 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		return jobs, nil
 	}
 	var errs []FieldError
-	inUse := false
 	fe := func(sp Spec, i int, key, msg string) {
 		label := "job " + strconv.Itoa(i+1)
 		if sp.Name != "" {
@@ -828,8 +827,8 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		}
 		for i, sp := range p.Specs {
 			if h, ok := held[sp.Name]; ok && sp.Name != "" {
-				inUse = true
-				fe(sp, i, "name", fmt.Sprintf("name %q is held by %s job %s: wait for it to finish or cancel it", sp.Name, h[1], h[0]))
+				fe(sp, i, "name", fmt.Sprintf("%q is held by %s job %s; the name is free again once that job is final (wait for it, or cancel it)", sp.Name, h[1], h[0]))
+				errs[len(errs)-1].Err = ErrNameInUse
 			}
 		}
 	}
@@ -881,11 +880,7 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		for i := range errs {
 			errs[i].Line = at(errs[i].Line, errs[i].Key)
 		}
-		verr := &ValidationError{Errors: errs}
-		if inUse {
-			return nil, fmt.Errorf("%w: %w", ErrNameInUse, verr)
-		}
-		return nil, verr
+		return nil, &ValidationError{Errors: errs} // errors.Is ErrNameInUse when a name is held
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 	if err != nil {

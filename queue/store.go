@@ -125,7 +125,10 @@ type Job struct {
 //
 //   - ErrNotFound: no job has that id or name.
 //   - *ValidationError (errors.Is ErrInvalid): JobEnqueue refused the batch.
-//   - ErrNameInUse: a queued or running job already holds the name.
+//   - ErrNameInUse: a queued or running job already holds the name. From
+//     JobEnqueue and JobEnqueueAll it comes as a *ValidationError whose
+//     FieldError for that job has Err set to ErrNameInUse: errors.Is holds
+//     for both ErrInvalid and ErrNameInUse.
 //   - ErrLeaseLost: AttemptFinish from a worker that no longer holds the lease.
 //   - ErrWrongState: the operation does not apply in the job's state.
 //   - ErrNotImplemented: the store lacks an optional feature.

@@ -95,6 +95,23 @@ func TestE2ESubmitFilesAllOrNone(t *testing.T) {
 	require.Contains(t, d.Reason, ids[0])
 }
 
+// A job name held by a queued job is refused once, saying the name, the
+// file and line and when the name is free again; once that job is final
+// the same file is taken.
+func TestE2ESubmitNameInUse(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	job := b.WriteJob("job.toml", "# nightly\n\nname = \"same\"\ncommand = \"true\"\n")
+	id := b.Submit(job)[0]
+	_, errOut, code := b.Run("submit", job)
+	require.Equal(t, 2, code, errOut)
+	require.Equal(t, "paddock: nothing was enqueued:\nqueue: invalid job: "+job+`:3: job "same": name: "same" is held by queued job `+id+
+		"; the name is free again once that job is final (wait for it, or cancel it)\n", errOut)
+	_, errOut, code = b.Run("cancel", id)
+	require.Equal(t, 0, code, errOut)
+	require.Len(t, b.Submit(job), 1)
+}
+
 // paddock logs of a job that never ran says so (exit 1) instead of
 // printing nothing.
 func TestE2ELogsOfAJobThatNeverRan(t *testing.T) {

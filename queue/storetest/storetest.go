@@ -168,7 +168,13 @@ func Exercise(t *testing.T, open Opener) {
 		_, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "n", Command: []string{"true"}}}})
 		require.ErrorIs(t, err, queue.ErrNameInUse)
 		require.ErrorIs(t, err, queue.ErrInvalid)
+		var verr *queue.ValidationError
+		require.ErrorAs(t, err, &verr)
+		require.Len(t, verr.Errors, 1)
+		require.Equal(t, `job "n"`, verr.Errors[0].Job)
 		require.ErrorContains(t, err, first.ID)
+		require.ErrorContains(t, err, "the name is free again once that job is final")
+		require.Equal(t, 1, strings.Count(err.Error(), "queue:"), "said once: %v", err)
 		b.runOnce(t, "w", queue.OutcomeSucceeded)
 		b.clock.Advance(time.Second)
 		second := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
