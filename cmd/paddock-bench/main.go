@@ -1,7 +1,9 @@
 // Command paddock-bench measures what paddock costs, side by side with what
 // a user would otherwise run, and prints one row per measurement: the
 // median of several runs, the min and the max, and where there is a
-// baseline, the ratio to it.
+// baseline, the ratio to it: the ratio of the medians, and the paired
+// ratio (the median of each run's ratio to the baseline's sample of the
+// same run, with their range), which the load's drift moves less.
 //
 // Scenarios (README.md, "Performance", shows a table and how to reproduce
 // it):
@@ -213,13 +215,24 @@ type Row struct {
 	// Median / the baseline's Median. Empty and 0 when there is none.
 	Baseline string  `json:"baseline,omitempty"`
 	Ratio    float64 `json:"ratio,omitempty"`
-	Note     string  `json:"note,omitempty"`
+	// PairedRatio is the median, and PairedMin and PairedMax the range,
+	// of the per-run ratios: each run's sample over the baseline's sample
+	// of the same run, measured minutes or seconds apart rather than
+	// across the whole scenario. On a shared machine, whose load drifts
+	// from minute to minute, it moves less than Ratio. 0 when the two
+	// rows do not have a sample for each run.
+	PairedRatio float64 `json:"paired_ratio,omitempty"`
+	PairedMin   float64 `json:"paired_min,omitempty"`
+	PairedMax   float64 `json:"paired_max,omitempty"`
+	Note        string  `json:"note,omitempty"`
+
+	samples []float64 // in run order
 }
 
 // add appends a row summarising samples; baseline, when not "", names an
 // earlier row of the same scenario to divide by.
 func (b *bench) add(scenario, name, unit string, samples []float64, baseline, note string) Row {
-	r := Row{MessageType: "bench_row", Scenario: scenario, Name: name, Unit: unit, Runs: len(samples), Note: note}
+	r := Row{MessageType: "bench_row", Scenario: scenario, Name: name, Unit: unit, Runs: len(samples), Note: note, samples: slices.Clone(samples)}
 	if len(samples) > 0 {
 		s := slices.Clone(samples)
 		slices.Sort(s)
@@ -227,8 +240,17 @@ func (b *bench) add(scenario, name, unit string, samples []float64, baseline, no
 	}
 	if baseline != "" {
 		for _, br := range b.rows {
-			if br.Scenario == scenario && br.Name == baseline && br.Median > 0 {
-				r.Baseline, r.Ratio = baseline, r.Median/br.Median
+			if br.Scenario != scenario || br.Name != baseline || br.Median <= 0 {
+				continue
+			}
+			r.Baseline, r.Ratio = baseline, r.Median/br.Median
+			if len(br.samples) == len(samples) && len(samples) > 0 && !slices.Contains(br.samples, 0) {
+				ratios := make([]float64, len(samples))
+				for i := range samples {
+					ratios[i] = samples[i] / br.samples[i]
+				}
+				slices.Sort(ratios)
+				r.PairedRatio, r.PairedMin, r.PairedMax = median(ratios), ratios[0], ratios[len(ratios)-1]
 			}
 		}
 	}
@@ -247,7 +269,17 @@ func ratioText(r Row) string {
 	if r.Baseline == "" {
 		return ""
 	}
-	return fmt.Sprintf(", %.2f× %s", r.Ratio, r.Baseline)
+	return ", " + ratioCell(r)
+}
+
+// ratioCell is the ratio column of a row with a baseline: the ratio of
+// the medians, and the paired ratio when there is one.
+func ratioCell(r Row) string {
+	s := fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
+	if r.PairedRatio > 0 {
+		s += fmt.Sprintf("; paired %.2f× (%.2f–%.2f)", r.PairedRatio, r.PairedMin, r.PairedMax)
+	}
+	return s
 }
 
 // median of sorted s.
@@ -309,7 +341,7 @@ func printMarkdown(w io.Writer, env Env, rows []Row) {
 		}
 		ratio := ""
 		if r.Baseline != "" {
-			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
+			ratio = ratioCell(r)
 		}
 		name := r.Name
 		if r.Note != "" {
