@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"golang.org/x/sys/unix"
 )
 
 // ChainOptions configure [NewChain].
@@ -63,16 +66,25 @@ type Chain struct {
 // # Errors
 //
 // Each error names the hook at fault and wraps [ErrConfig] (a bad field, a
-// duplicate name, settings not encodable as JSON, a cache dir that cannot be
-// created), [ErrSHA256Mismatch], or [ErrLoad] (unreadable, invalid or
+// duplicate name, settings not encodable as JSON), [ErrCacheDir] (a cache
+// dir that cannot be created or written), [ErrSHA256Mismatch], or [ErrLoad] (unreadable, invalid or
 // non-WASI module, initial memory above the limit). A module that exports
 // neither ABI is not an error here: it loads with ABI [ABINone] and denies
 // every job (see [ErrNoABI]).
 func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox}
 	if o.CacheDir != "" {
+		// Made and checked here, not left to wazero: its error would be
+		// text only, and a directory it cannot write it skips silently,
+		// compiling again on every start. Both are *fs.PathError.
+		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCacheDir, err)
+		}
+		if err := unix.Access(o.CacheDir, unix.W_OK); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCacheDir, &fs.PathError{Op: "write", Path: o.CacheDir, Err: err})
+		}
 		if c.cache, err = wazero.NewCompilationCacheWithDir(o.CacheDir); err != nil {
-			return nil, fmt.Errorf("%w: cache dir: %w", ErrConfig, err)
+			return nil, fmt.Errorf("%w: %w", ErrCacheDir, err)
 		}
 	} else {
 		c.cache = wazero.NewCompilationCache()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -303,4 +304,17 @@ func TestPrewarm(t *testing.T) {
 	default:
 		t.Fatal("Close returned while the instance was still being made")
 	}
+}
+
+// A cache directory that cannot be made is ErrCacheDir, with the
+// file system's *fs.PathError, not ErrConfig: the config is fine.
+func TestNewChainCacheDirUnusable(t *testing.T) {
+	file := t.TempDir() + "/file"
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	_, err := NewChain(context.Background(), ChainOptions{CacheDir: file + "/cache"})
+	require.ErrorIs(t, err, ErrCacheDir)
+	require.NotErrorIs(t, err, ErrConfig)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, file, pe.Path)
 }

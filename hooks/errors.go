@@ -14,6 +14,10 @@ var (
 	// ErrConfig means a [Config] or [ChainOptions] field is invalid; the
 	// message names the hook and the field.
 	ErrConfig = errors.New("hooks: invalid config")
+	// ErrCacheDir means [ChainOptions.CacheDir] cannot be created or
+	// written: the file system's fault, not the config's. The error also
+	// wraps the *fs.PathError that says why.
+	ErrCacheDir = errors.New("hooks: compilation cache directory unusable")
 	// ErrLoad means a module could not be read, compiled or validated
 	// (unreadable file, not WebAssembly, imports other than
 	// wasi_snapshot_preview1, initial memory above the hook's limit).

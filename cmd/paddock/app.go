@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"paddock/hooks"
 	"paddock/queue"
@@ -117,22 +117,21 @@ func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, er
 // compilation cache under the state directory. With prewarm (the worker)
 // each reactor hook makes one instance in the background at once.
 func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
-	// A cache directory that cannot be made or written is the state
-	// directory's fault, not the config's: exit 1, not 2 (hooks.NewChain
-	// would call it an invalid config).
 	cacheDir := filepath.Join(a.stateDir, "cache", "wazero")
-	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.stateDir, err)
-	}
-	if err := unix.Access(cacheDir, unix.W_OK); err != nil {
-		return nil, fmt.Errorf("state directory %s: hook compilation cache %s is not writable: %w", a.stateDir, cacheDir, err)
-	}
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:    a.cfg.HookConfigs(),
 		CacheDir: cacheDir,
 		Sandbox:  a.fence().SandboxInfo,
 		Prewarm:  prewarm,
 	})
+	if errors.Is(err, hooks.ErrCacheDir) {
+		// The state directory's fault, not the config's: exit 1, not 2.
+		var why error = err
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			why = pe
+		}
+		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.stateDir, why)
+	}
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}
 	}
