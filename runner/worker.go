@@ -106,6 +106,10 @@ func NewWorker(o WorkerOptions) *Worker {
 		pass:  make(chan struct{}), summary: Summary{Finished: map[queue.JobState]int{}}}
 }
 
+// Concurrency is how many jobs w runs at once: WorkerOptions.Concurrency,
+// or the config's when that was 0.
+func (w *Worker) Concurrency() int { return w.o.Concurrency }
+
 // Abort stops running jobs at once (SIGKILL) and makes Run return; their
 // attempts are recorded as interrupted and the jobs given back to the
 // queue (LeaseRelease; left to lease recovery if that fails). Safe to call from any

@@ -108,14 +108,13 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 }
 
 // checkGivenOnce refuses a file given twice, however spelled (a.toml,
-// ./a.toml, its absolute path, a link to it: the same cleaned absolute
-// path, or the same file as os.SameFile sees it), and "-" given twice:
-// its jobs would clash with themselves. A file that cannot be read is
-// left to the parser to report.
+// ./a.toml, its absolute path, a link to it: the same file as
+// os.SameFile sees it, its device and inode), and "-" given twice: its
+// jobs would clash with themselves. A file that cannot be read is left to
+// the parser to report.
 func checkGivenOnce(args []string) error {
 	type inode struct{ dev, ino uint64 }
-	byPath := map[string]string{} // cleaned absolute path: the argument
-	byInode := map[inode]string{} // os.SameFile's identity: the argument
+	seen := map[inode]string{} // the argument that named it first
 	stdin := false
 	for _, arg := range args {
 		if arg == "-" {
@@ -125,24 +124,16 @@ func checkGivenOnce(args []string) error {
 			stdin = true
 			continue
 		}
-		abs, err := filepath.Abs(arg)
-		if err != nil {
-			continue
-		}
-		if first, ok := byPath[abs]; ok {
-			return givenTwice(first, arg)
-		}
-		byPath[abs] = arg
 		fi, err := os.Stat(arg)
 		if err != nil {
 			continue
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			id := inode{uint64(st.Dev), st.Ino}
-			if first, ok := byInode[id]; ok {
+			if first, ok := seen[id]; ok {
 				return givenTwice(first, arg)
 			}
-			byInode[id] = arg
+			seen[id] = arg
 		}
 	}
 	return nil

@@ -238,10 +238,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 
 	// Set after the start, whose steps (hook chain, probe, store) run side
 	// by side.
-	concurrency := opts.Concurrency
-	if concurrency == 0 {
-		concurrency = a.cfg.Concurrency
-	}
+	concurrency := w.Concurrency()
 	if procs, set := workerProcs(concurrency, runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS")); set {
 		runtime.GOMAXPROCS(procs)
 		log.Debug("processors for the worker's own code", "gomaxprocs", runtime.GOMAXPROCS(0), "concurrency", concurrency)
