@@ -114,8 +114,10 @@ type ScheduleUpsertParams struct {
 	SourceName string // as JobEnqueueParams.SourceName
 }
 
-// sourceName is how messages name p's file ("" prints as "<stdin>").
-func (p *ScheduleUpsertParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath) }
+// sourceName is how messages name p's file.
+func (p *ScheduleUpsertParams) sourceName() string {
+	return cmp.Or(p.SourceName, p.SourcePath, StdinName)
+}
 
 // ScheduleListParams filters ScheduleList. The zero value lists all.
 type ScheduleListParams struct {

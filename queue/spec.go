@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -72,15 +73,14 @@ type FieldError struct {
 	Err error
 }
 
+// StdinName is how messages name standard input: a file "" (no path).
+const StdinName = "<stdin>"
+
 // String formats the error as "file:line: job: key: message", leaving out
-// the parts that are empty (file "" prints as "<stdin>").
+// the parts that are empty (file "" prints as [StdinName]).
 func (e FieldError) String() string {
 	var b strings.Builder
-	f := e.File
-	if f == "" {
-		f = "<stdin>"
-	}
-	b.WriteString(f)
+	b.WriteString(cmp.Or(e.File, StdinName))
 	if e.Line > 0 {
 		b.WriteString(":" + strconv.Itoa(e.Line))
 	}

@@ -723,7 +723,7 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 		}
 		for _, sp := range p.Specs {
 			if _, ok := where[sp.Name]; sp.Name != "" && !ok {
-				where[sp.Name] = cmp.Or(p.sourceName(), "<stdin>")
+				where[sp.Name] = p.sourceName()
 				if sp.Line > 0 {
 					where[sp.Name] += ":" + strconv.Itoa(sp.Line)
 				}
@@ -775,7 +775,7 @@ func laterJobs(ps []*JobEnqueueParams) func(i int, name string) string {
 			return ""
 		}
 		p := ps[d.batch]
-		at := cmp.Or(p.sourceName(), "<stdin>")
+		at := p.sourceName()
 		if d.line > 0 {
 			if lines[d.batch] == nil {
 				lines[d.batch] = KeyLines([]byte(p.Source))

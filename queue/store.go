@@ -245,13 +245,13 @@ type JobEnqueueParams struct {
 	Source     string // the submitted TOML verbatim, kept with every job of the batch
 	SourcePath string // where it came from; "" for stdin
 	// SourceName names the batch in error messages, e.g. the path as the
-	// user typed it; it is not stored. "" uses SourcePath ("<stdin>" when
+	// user typed it; it is not stored. "" uses SourcePath ([StdinName] when
 	// that is "" too).
 	SourceName string
 }
 
-// sourceName is how messages name p's file ("" prints as "<stdin>").
-func (p *JobEnqueueParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath) }
+// sourceName is how messages name p's file.
+func (p *JobEnqueueParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath, StdinName) }
 
 // LeaseReleaseParams names the jobs a worker gives back ([Store.LeaseRelease]).
 type LeaseReleaseParams struct {

@@ -54,13 +54,9 @@ directory).`,
 	return cmd
 }
 
-// stdinName is how messages name standard input (the argument "-"), as
-// queue.FieldError does.
-const stdinName = "<stdin>"
-
 // parsedFile is one validated job file, ready to enqueue.
 type parsedFile struct {
-	name  string // as typed, for messages; stdinName for "-"
+	name  string // as typed, for messages; queue.StdinName for "-"
 	path  string // absolute, as stored (queue.JobEnqueueParams.SourcePath); "" for stdin
 	specs []queue.Spec
 	data  []byte
@@ -78,15 +74,15 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 		if arg == "-" {
 			data, err := io.ReadAll(stdin)
 			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", stdinName, err)
+				return nil, fmt.Errorf("read %s: %w", queue.StdinName, err)
 			}
 			wd, _ := os.Getwd()
-			specs, err := queue.Parse(stdinName, data, wd)
+			specs, err := queue.Parse(queue.StdinName, data, wd)
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			out = append(out, parsedFile{name: stdinName, specs: specs, data: data})
+			out = append(out, parsedFile{name: queue.StdinName, specs: specs, data: data})
 			continue
 		}
 		specs, data, err := queue.ParseFile(arg)
@@ -119,7 +115,7 @@ func checkGivenOnce(args []string) error {
 	for _, arg := range args {
 		if arg == "-" {
 			if stdin {
-				return usagef("%s is given twice", stdinName)
+				return usagef("%s is given twice", queue.StdinName)
 			}
 			stdin = true
 			continue
@@ -182,7 +178,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		for _, j := range enqueued[i] {
 			ids = append(ids, j.ID)
 			if gopts.JSON {
-				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": cmp.Or(f.path, stdinName)})
+				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": cmp.Or(f.path, queue.StdinName)})
 			} else {
 				fmt.Fprintf(out, "%s\t%s\n", j.ID, j.Name)
 			}
