@@ -189,6 +189,18 @@ func TestDiagnose(t *testing.T) {
 	require.Equal(t, Diagnosis{Line: "bwrap: something new"}, d)
 }
 
+// randomLine returns n random bytes with no newline: binary output on one
+// line of stderr.
+func randomLine(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		if b[i] = byte(rng.UintN(256)); b[i] == '\n' {
+			b[i] = 0
+		}
+	}
+	return b
+}
+
 // TestClassifyDenialAfterBinary: a program that wrote binary to stderr and
 // then failed a write leaves its message on the binary's line; the reason
 // quotes the message, with at most a few stray characters of the binary
@@ -203,13 +215,7 @@ func TestClassifyDenialAfterBinary(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	strays := 0
 	for seed := range 200 {
-		junk := make([]byte, 2000)
-		for i := range junk {
-			junk[i] = byte(rng.UintN(256))
-			if junk[i] == '\n' {
-				junk[i] = 0
-			}
-		}
+		junk := randomLine(rng, 2000)
 		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append(junk, msg+"\n"...)})
 		require.True(t, c.Denied, "seed %d", seed)
 		q, ok := strings.CutPrefix(c.Reason, "write refused by the fence: ")
@@ -260,13 +266,7 @@ func TestClassifyDenialBeforeBinary(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	strays := 0
 	for seed := range 200 {
-		junk := make([]byte, 2000)
-		for i := range junk {
-			junk[i] = byte(rng.UintN(256))
-			if junk[i] == '\n' {
-				junk[i] = 0
-			}
-		}
+		junk := randomLine(rng, 2000)
 		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: append([]byte(msg), append(junk, '\n')...)})
 		require.True(t, c.Denied, "seed %d", seed)
 		q, ok := strings.CutPrefix(c.Reason, "write refused by the fence: ")
