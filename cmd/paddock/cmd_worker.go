@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -213,9 +214,12 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		}
 	}
 
+	// The event log wakes waits; the store is the record. A log that
+	// cannot be opened does not stop the jobs (a nil log discards).
 	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, eventsFile), 0)
 	if err != nil {
-		return fmt.Errorf("event log: %w", err)
+		log.Warn("event log unusable: waits will poll the store instead", "err", err)
+		events = nil
 	}
 	defer events.Close()
 	inbox, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store, Check: a.cfg.CheckHookNames})
@@ -242,6 +246,8 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if procs, set := workerProcs(concurrency, runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS")); set {
 		runtime.GOMAXPROCS(procs)
 		log.Debug("processors for the worker's own code", "gomaxprocs", runtime.GOMAXPROCS(0), "concurrency", concurrency)
+	} else {
+		log.Debug("processors for the worker's own code: as the environment says", "env", "GOMAXPROCS="+os.Getenv("GOMAXPROCS"), "processors", runtime.GOMAXPROCS(0))
 	}
 
 	running.Store(w)
@@ -274,7 +280,8 @@ const jobsPerProc = 4
 // at least one per [jobsPerProc] slots; never more than defaultProcs.
 // With 2 CPUs: 2 at concurrency 1, 1 at concurrency 2 or more. set is
 // false, and the runtime left alone, when the user set the GOMAXPROCS
-// environment variable (env is its value).
+// environment variable (env is its value) to a number the runtime takes
+// (a positive integer; it ignores anything else).
 //
 // Why: the jobs run in their own processes; the worker's code is a few
 // milliseconds of bookkeeping per job (claim, hook decision, spawn,
@@ -287,7 +294,7 @@ const jobsPerProc = 4
 // slots keeps up with ~250 jobs a second (at ~4 ms of CPU per job), and
 // hook decisions (~0.2 ms) rarely wait for each other.
 func workerProcs(concurrency, defaultProcs int, env string) (procs int, set bool) {
-	if env != "" {
+	if n, err := strconv.Atoi(env); err == nil && n > 0 {
 		return 0, false
 	}
 	procs = max(defaultProcs-concurrency+1, (concurrency+jobsPerProc-1)/jobsPerProc, 1)

@@ -67,4 +67,9 @@ func TestWorkerProcs(t *testing.T) {
 	}
 	_, set := workerProcs(2, 2, "2")
 	require.False(t, set, "GOMAXPROCS set by the user is left alone")
+	for _, env := range []string{"0", "bogus", "-1"} {
+		got, set := workerProcs(2, 2, env)
+		require.True(t, set, "GOMAXPROCS=%s, which the runtime ignores", env)
+		require.Equal(t, 1, got)
+	}
 }

@@ -323,4 +323,18 @@ func TestE2EWorkerSetsProcs(t *testing.T) {
 	_, errOut, code = b.Run("worker", "--drain", "-c", "2", "--log-level", "debug")
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, errOut, "gomaxprocs=")
+	require.Contains(t, errOut, `as the environment says" env="GOMAXPROCS=3" processors=3`)
+}
+
+// The event log only wakes waits: a worker that cannot open it (here a
+// directory stands in its place) warns and runs the jobs all the same.
+func TestE2EWorkerWithoutEventLog(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	ids := b.Submit(b.WriteJob("one.toml", "name = \"one\"\ncommand = \"true\"\n"))
+	require.NoError(t, os.Mkdir(filepath.Join(b.State, eventsFile), 0o700))
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "event log unusable: waits will poll the store instead")
+	require.Equal(t, "succeeded", b.Show(ids[0]).State)
 }
