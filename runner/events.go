@@ -32,7 +32,8 @@ type Event struct {
 }
 
 // EventLogMaxBytes is the size, in bytes, past which an event log is
-// rotated (64 MiB, ~190,000 events of ~350 bytes): the file is renamed
+// rotated (64 MiB, ~330,000 events of ~200 bytes, two per attempt): the
+// file is renamed
 // to PATH.1, replacing the previous one, and a new PATH is started. So
 // the log takes at most about twice this on disk.
 const EventLogMaxBytes = 64 << 20
