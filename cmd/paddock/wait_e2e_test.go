@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/stretchr/testify/require"
 )
 
@@ -210,14 +211,64 @@ func TestEventWatchLongLine(t *testing.T) {
 	defer f.Close()
 	_, err = f.WriteString(strings.Repeat("x", 3*maxEventLine))
 	require.NoError(t, err)
-	require.True(t, ew.wanted())
+	hit, _ := ew.wanted()
+	require.True(t, hit)
 	require.LessOrEqual(t, cap(ew.partial), maxEventLine)
 	_, err = f.WriteString(strings.Repeat("y", maxEventLine) + `"job_id":"mine"` + "\n" + `{"job_id":"theirs"}` + "\n")
 	require.NoError(t, err)
-	require.False(t, ew.wanted(), "the end of the long line and another job's line")
+	hit, read := ew.wanted()
+	require.False(t, hit, "the end of the long line and another job's line")
+	require.True(t, read)
 	_, err = f.WriteString(`{"job_id":"mine"}` + "\n")
 	require.NoError(t, err)
-	require.True(t, ew.wanted())
+	hit, _ = ew.wanted()
+	require.True(t, hit)
+}
+
+// TestEventWatchPauses: after an event about a wanted job the watch
+// waits the gap; after lines about other jobs only, otherJobsPause; after
+// an event with nothing new to read (its lines were read with an earlier
+// event's), not at all: a pause then would leave the end of a wanted job,
+// written just after, unseen for otherJobsPause.
+func TestEventWatchPauses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), eventsFile)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	// No inotify goroutine: the test hands the events to onEvent itself.
+	r, err := os.Open(path)
+	require.NoError(t, err)
+	ew := &eventWatch{path: path, c: make(chan struct{}, 1), done: make(chan struct{}), f: r}
+	defer ew.close()
+	ew.setWant([]string{"mine"})
+	const gap = 7 * time.Millisecond
+	ew.setGap(gap)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	woken := func() bool {
+		select {
+		case <-ew.c:
+			return true
+		default:
+			return false
+		}
+	}
+
+	_, err = f.WriteString(`{"job_id":"mine","type":"started"}` + "\n" + `{"job_id":"theirs"}` + "\n")
+	require.NoError(t, err)
+	require.Equal(t, gap, ew.onEvent(nil, fsnotify.Write), "a wanted job's line")
+	require.True(t, woken())
+	// The kernel's second event for those writes: nothing left to read.
+	require.Zero(t, ew.onEvent(nil, fsnotify.Write), "an event whose lines were read already")
+	require.False(t, woken())
+	_, err = f.WriteString(`{"job_id":"theirs"}` + "\n")
+	require.NoError(t, err)
+	require.Equal(t, otherJobsPause, ew.onEvent(nil, fsnotify.Write), "another job's line")
+	require.False(t, woken())
+	_, err = f.WriteString(`{"job_id":"mine","type":"finished"}` + "\n")
+	require.NoError(t, err)
+	require.Equal(t, gap, ew.onEvent(nil, fsnotify.Write))
+	require.True(t, woken())
 }
 
 // waitOpen waits (up to 30 s) until process pid has a file named name open.

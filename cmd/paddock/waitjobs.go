@@ -240,19 +240,20 @@ func (ew *eventWatch) setWant(ids []string) {
 }
 
 // wanted reads the lines appended to the log since the last call and
-// reports whether one of them names a wanted job; a read error, or a log
-// that is not there to read, counts as wanted (the store is the truth).
-func (ew *eventWatch) wanted() bool {
+// reports whether one of them names a wanted job (hit), and whether there
+// was anything to read; a read error, or a log that is not there to read,
+// counts as wanted (the store is the truth).
+func (ew *eventWatch) wanted() (hit, read bool) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
 	if ew.f == nil || ew.want == nil {
-		return true
+		return true, true
 	}
-	hit := false
 	var buf [32 << 10]byte
 	for {
 		n, err := ew.f.Read(buf[:])
 		data := buf[:n]
+		read = read || n > 0
 		for len(data) > 0 {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
@@ -277,10 +278,10 @@ func (ew *eventWatch) wanted() bool {
 			data = data[i+1:]
 		}
 		if err == io.EOF || n == 0 {
-			return hit
+			return hit, read
 		}
 		if err != nil {
-			return true
+			return true, true
 		}
 	}
 }
@@ -369,19 +370,7 @@ func (ew *eventWatch) retry() {
 				if !ok {
 					return
 				}
-				gap := otherJobsPause
-				hit := ew.wanted()
-				if ev.Op&(fsnotify.Chmod|fsnotify.Rename|fsnotify.Remove) != 0 && ew.reopen(w) {
-					hit = ew.wanted() || hit
-				}
-				if hit {
-					select {
-					case ew.c <- struct{}{}:
-					default:
-					}
-					gap = time.Duration(ew.gap.Load())
-				}
-				if gap > 0 {
+				if gap := ew.onEvent(w, ev.Op); gap > 0 {
 					t := time.NewTimer(gap)
 					select {
 					case <-ew.done:
@@ -397,6 +386,35 @@ func (ew *eventWatch) retry() {
 			}
 		}
 	}()
+}
+
+// onEvent handles one event of the log's watch: it reads the lines the
+// log gained (following a rotation first, on the ops a rotation makes),
+// sends on c when one names a wanted job, and returns how long to leave
+// the watch unread: the gap after a send, otherJobsPause after lines about
+// other jobs only, and 0 when there was nothing to read. An event whose
+// lines an earlier event's read took already is common (the watch's
+// reader holds one event while the kernel queues the next), and pausing
+// after it would leave a wanted job's end, written just after, unseen for
+// otherJobsPause: `submit --wait` returned up to 0.1 s after its last job.
+func (ew *eventWatch) onEvent(w *fsnotify.Watcher, op fsnotify.Op) time.Duration {
+	hit, read := ew.wanted()
+	if op&(fsnotify.Chmod|fsnotify.Rename|fsnotify.Remove) != 0 && ew.reopen(w) {
+		h, r := ew.wanted()
+		hit, read = hit || h, read || r
+	}
+	switch {
+	case hit:
+		select {
+		case ew.c <- struct{}{}:
+		default:
+		}
+		return time.Duration(ew.gap.Load())
+	case read:
+		return otherJobsPause
+	default:
+		return 0
+	}
 }
 
 func (ew *eventWatch) close() {
