@@ -2,6 +2,8 @@
 # The main job: run the example jobs through a real worker, on real input
 # (the Go toolchain's own source tree), and check each ends as its file says
 # (labels.expect). Called by `make demo` after building paddock and the hooks.
+# The temporary state directory is removed on exit unless KEEP_STATE=1 or
+# the demo failed; then it is kept and its path printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -14,14 +16,22 @@ GOROOT=$(go env GOROOT)
 export GOROOT # passed to jobs by env_passthrough in examples/config.toml
 worker_pid=
 cleanup() {
+  rc=$?
   if [ -n "$worker_pid" ] && kill -0 "$worker_pid" 2>/dev/null; then
     kill -TERM "$worker_pid" 2>/dev/null || true
     wait "$worker_pid" 2>/dev/null || true
   fi
+  if [ "$rc" != 0 ]; then
+    echo "demo: state directory kept for a look: $state"
+  elif [ "${KEEP_STATE:-}" = 1 ]; then
+    echo "demo: state directory kept (KEEP_STATE=1): $state"
+  else
+    rm -rf -- "$state"
+  fi
 }
 trap cleanup EXIT
 
-echo "== state directory: $state"
+echo "== state directory: $state (removed on success; KEEP_STATE=1 keeps it)"
 echo "== paddock probe"
 "$paddock" probe || echo "(the sandbox is unusable here: confined jobs will fail closed)"
 
