@@ -57,7 +57,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
 	if err != nil {
-		return err
+		return notEnqueued(err)
 	}
 	if n := len(files[0].specs); n != 1 {
 		return usagef("%s: paddock run takes a file with exactly one job, this one has %d (use paddock submit)", files[0].name, n)
@@ -79,7 +79,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr, ProbeCache: probeCachePath(a.stateDir), Fence: a.fence()}
 
 	if err := checkHookNames(a.cfg, files); err != nil {
-		return err
+		return notEnqueued(err)
 	}
 	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path, SourceName: files[0].name})
 	if err != nil {

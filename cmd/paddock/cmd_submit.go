@@ -63,7 +63,9 @@ type parsedFile struct {
 }
 
 // parseJobFiles validates every file (or "-" for stdin) and returns them,
-// or one usage error listing every problem of every file.
+// or one usage error listing every problem of every file (a
+// *jobFileProblems: submit and run head it with [notEnqueued], check does
+// not, as it never enqueues).
 func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 	if err := checkGivenOnce(args); err != nil {
 		return nil, err
@@ -94,13 +96,25 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 		out = append(out, parsedFile{name: arg, path: abs, specs: specs, data: data})
 	}
 	if len(errs) > 0 {
-		msg := errs[0]
-		for _, e := range errs[1:] {
-			msg += "\n" + e
-		}
-		return nil, usagef("nothing was enqueued:\n%s", msg)
+		return nil, &usageError{&jobFileProblems{errs}}
 	}
 	return out, nil
+}
+
+// jobFileProblems lists what is wrong with the job files of one command,
+// one problem a line; each names its file (as typed) and line.
+type jobFileProblems struct{ problems []string }
+
+func (e *jobFileProblems) Error() string { return strings.Join(e.problems, "\n") }
+
+// notEnqueued heads the problems of the job files submit or run was given
+// with "nothing was enqueued"; other errors are returned as they are.
+func notEnqueued(err error) error {
+	var p *jobFileProblems
+	if errors.As(err, &p) {
+		return usagef("nothing was enqueued:\n%w", p)
+	}
+	return err
 }
 
 // checkGivenOnce refuses a file given twice, however spelled (a.toml,
@@ -153,7 +167,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	}
 	files, err := parseJobFiles(args, cmd.InOrStdin())
 	if err != nil {
-		return err
+		return notEnqueued(err)
 	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
@@ -161,7 +175,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	}
 	defer a.Close()
 	if err := checkHookNames(a.cfg, files); err != nil {
-		return err
+		return notEnqueued(err)
 	}
 	// Every file in one transaction: all of them are enqueued, or none.
 	batches := make([]*queue.JobEnqueueParams, len(files))
@@ -204,7 +218,8 @@ func enqueueError(err error) error {
 }
 
 // checkHookNames runs the config's hook-name check on every file, before
-// anything is enqueued, and lists every problem.
+// anything is enqueued, and lists every problem (a *jobFileProblems, as
+// parseJobFiles).
 func checkHookNames(cfg runner.Config, files []parsedFile) error {
 	var problems []string
 	for _, f := range files {
@@ -213,7 +228,7 @@ func checkHookNames(cfg runner.Config, files []parsedFile) error {
 		}
 	}
 	if len(problems) > 0 {
-		return usagef("nothing was enqueued:\n%s", strings.Join(problems, "\n"))
+		return &usageError{&jobFileProblems{problems}}
 	}
 	return nil
 }

@@ -325,3 +325,31 @@ func TestE2EStateNotWritable(t *testing.T) {
 		})
 	}
 }
+
+// check refuses a bad job file with its problems alone: it never
+// enqueues, so it does not say "nothing was enqueued" (it once did, in
+// the words of submit, which still says it).
+func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	b.WriteJob("hooks.toml", "name = \"h\"\ncommand = \"true\"\nhooks = [\"nonexistent-hook\"]\n")
+	b.WriteJob("nocmd.toml", "name = \"x\"\n")
+	for _, c := range []struct {
+		file string
+		want string // the problem, after "paddock: " and before the newline
+	}{
+		{"hooks.toml", `hooks.toml:3: job "h": hooks: unknown hook "nonexistent-hook"`},
+		{"nocmd.toml", `queue: invalid job: nocmd.toml:1: job "x": command: missing`},
+	} {
+		_, errOut, code := b.RunIn(b.Dir, "", "check", c.file)
+		require.Equal(t, 2, code, "check %s: %s", c.file, errOut)
+		require.True(t, strings.HasPrefix(errOut, "paddock: "+c.want), "check %s: %q", c.file, errOut)
+		require.NotContains(t, errOut, "enqueued", "check %s", c.file)
+		for _, cmd := range []string{"submit", "run"} {
+			_, errOut, code = b.RunIn(b.Dir, "", cmd, c.file)
+			require.Equal(t, 2, code, "%s %s: %s", cmd, c.file, errOut)
+			require.True(t, strings.HasPrefix(errOut, "paddock: nothing was enqueued:\n"+c.want), "%s %s: %q", cmd, c.file, errOut)
+		}
+	}
+	requireNothingQueued(t, b)
+}
