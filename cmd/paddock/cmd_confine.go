@@ -36,7 +36,13 @@ one line. Nothing is run. With --json it prints the argv as a JSON array
 of strings (a bare array, not an object, so that it can be handed to a
 program as is). The argv passes bwrap --json-status-fd 3 (paddock reads the
 job's status there): to run it by hand, open descriptor 3, for example
-with 3>/dev/null.`,
+with 3>/dev/null.
+
+Without --workspace the workspace is the current directory, made absolute
+with symlinks resolved: bound writable (workspace_write) or read-only
+(read_only), and the command's working directory (--chdir);
+danger_full_access binds nothing. From / or a system directory such as
+/usr, confine refuses, whatever the mode.`,
 		Example: `  paddock confine -- make test
   paddock confine --mode read_only --workspace ./src --network=false -- sh -c 'ls'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -51,7 +57,7 @@ with 3>/dev/null.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Mode, "mode", string(sandbox.ModeWorkspaceWrite), "sandbox mode: read_only, workspace_write or danger_full_access")
-	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory")
+	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory, bound and made the working directory (symlinks resolved)")
 	f.BoolVar(&opts.Network, "network", true, "share the host network (--network=false isolates it)")
 	f.StringArrayVar(&opts.Writable, "writable", nil, "an extra writable root (repeatable; workspace_write only)")
 	return cmd

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/internal/e2etest"
 )
 
 func TestConfineCommandUsageErrors(t *testing.T) {
@@ -62,4 +64,24 @@ func requireBwrapCmd(t *testing.T) {
 		}
 		t.Skipf("bwrap is unusable (set PADDOCK_REQUIRE_BWRAP=1 to fail instead):\n%s", out.String())
 	}
+}
+
+// Without --workspace, confine binds the current directory (symlinks
+// resolved) and runs the command there, as its help and the README say.
+func TestE2EConfineDefaultWorkspace(t *testing.T) {
+	t.Parallel()
+	requireBwrapCmd(t)
+	b := e2etest.Setup(t, "")
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	link := filepath.Join(b.Dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	for _, c := range []struct{ mode, bind string }{{"workspace_write", "--bind"}, {"read_only", "--ro-bind"}} {
+		out, errOut, code := b.RunIn(link, "", "confine", "--mode", c.mode, "--", "true")
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, " "+c.bind+" "+real+" "+real+" --chdir "+real+" -- true\n", c.mode)
+	}
+	help, _, code := b.Run("confine", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, help, "Without --workspace the workspace is the current directory")
 }
