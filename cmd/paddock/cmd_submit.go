@@ -67,7 +67,7 @@ type parsedFile struct {
 // *jobFileProblems: submit and run head it with [notEnqueued], check does
 // not, as it never enqueues).
 func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
-	if err := checkGivenOnce(args); err != nil {
+	if err := checkGivenOnce(args, stdin); err != nil {
 		return nil, err
 	}
 	var out []parsedFile
@@ -119,31 +119,51 @@ func notEnqueued(err error) error {
 
 // checkGivenOnce refuses a file given twice, however spelled (a.toml,
 // ./a.toml, its absolute path, a link to it: the same file as
-// os.SameFile sees it, its device and inode), and "-" given twice: its
-// jobs would clash with themselves. A file that cannot be read is left to
-// the parser to report.
-func checkGivenOnce(args []string) error {
+// os.SameFile sees it, its device and inode), and standard input given
+// twice, however spelled ("-", called <stdin>, and /dev/stdin,
+// /dev/fd/0 or /proc/self/fd/0, whose device and inode are stdin's, as
+// are those of a file that stdin redirects from): its jobs would clash
+// with themselves, or the second read would find nothing left. A file that
+// cannot be read is left to the parser to report.
+func checkGivenOnce(args []string, stdin io.Reader) error {
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]string{} // the argument that named it first
-	stdin := false
+	idOf := func(fi os.FileInfo) (inode, bool) {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return inode{}, false
+		}
+		return inode{uint64(st.Dev), st.Ino}, true
+	}
+	dash := false
 	for _, arg := range args {
+		var fi os.FileInfo
+		var err error
+		name := arg
 		if arg == "-" {
-			if stdin {
+			if dash {
 				return usagef("%s is given twice", queue.StdinName)
 			}
-			stdin = true
-			continue
+			dash = true
+			name = queue.StdinName
+			// "-" is read from stdin; when stdin is a file (os.Stdin,
+			// not a test's reader) it has a device and inode too.
+			f, ok := stdin.(interface{ Stat() (os.FileInfo, error) })
+			if !ok {
+				continue
+			}
+			fi, err = f.Stat()
+		} else {
+			fi, err = os.Stat(arg)
 		}
-		fi, err := os.Stat(arg)
 		if err != nil {
 			continue
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			id := inode{uint64(st.Dev), st.Ino}
+		if id, ok := idOf(fi); ok {
 			if first, ok := seen[id]; ok {
-				return givenTwice(first, arg)
+				return givenTwice(first, name)
 			}
-			seen[id] = arg
+			seen[id] = name
 		}
 	}
 	return nil

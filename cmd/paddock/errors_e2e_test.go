@@ -199,8 +199,9 @@ func TestE2ESubmitMessagesNameFilesAsTyped(t *testing.T) {
 	requireNothingQueued(t, b)
 }
 
-// A file given twice to submit, however spelled, is a usage error saying
-// so, not a job name that clashes with itself; nothing is enqueued.
+// A file given twice to submit, however spelled, standard input included,
+// is a usage error saying so, not a job name that clashes with itself;
+// nothing is enqueued.
 func TestE2ESubmitFileGivenTwice(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
@@ -220,6 +221,13 @@ func TestE2ESubmitFileGivenTwice(t *testing.T) {
 		{[]string{a, "a.toml"}, "", "paddock: " + a + " is given twice (again as a.toml)\n"},
 		{[]string{"a.toml", "link.toml"}, "", "paddock: a.toml is given twice (again as link.toml)\n"},
 		{[]string{"-", "b.toml", "-"}, job, "paddock: <stdin> is given twice\n"},
+		// Standard input in other spellings: it once read "-" and then
+		// found nothing left at /dev/stdin (or the file a redirect gave
+		// twice, a job name clashing with itself).
+		{[]string{"-", "/dev/stdin"}, job, "paddock: <stdin> is given twice (again as /dev/stdin)\n"},
+		{[]string{"/dev/stdin", "b.toml", "-"}, job, "paddock: /dev/stdin is given twice (again as <stdin>)\n"},
+		{[]string{"-", "/proc/self/fd/0"}, job, "paddock: <stdin> is given twice (again as /proc/self/fd/0)\n"},
+		{[]string{"-", "/dev/fd/0"}, job, "paddock: <stdin> is given twice (again as /dev/fd/0)\n"},
 	} {
 		_, errOut, code := b.RunIn(b.Dir, c.stdin, append([]string{"submit"}, c.args...)...)
 		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
