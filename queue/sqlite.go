@@ -827,7 +827,7 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		}
 		for i, sp := range p.Specs {
 			if h, ok := held[sp.Name]; ok && sp.Name != "" {
-				fe(sp, i, "name", fmt.Sprintf("%q is held by %s job %s; the name is free again once that job is final (wait for it, or cancel it)", sp.Name, h[1], h[0]))
+				fe(sp, i, "name", nameHeld(sp.Name, h[1], h[0]))
 				errs[len(errs)-1].Err = ErrNameInUse
 			}
 		}
@@ -1058,6 +1058,20 @@ func heldNames(ctx context.Context, tx *sql.Tx, names []string) (map[string][2]s
 	}
 	return held, rows.Err()
 }
+
+// nameHeld says that name is held by the job id in state (queued or
+// running) and when it is free again: the same words for enqueue (a
+// FieldError's Message) and retry (a nameHeldError).
+func nameHeld(name, state, id string) string {
+	return fmt.Sprintf("%q is held by %s job %s; the name is free again once that job is final (wait for it, or cancel it)", name, state, id)
+}
+
+// nameHeldError is JobRetry's [ErrNameInUse]: errors.Is(err, ErrNameInUse)
+// holds, and it prints the holder as enqueue's refusal does.
+type nameHeldError struct{ msg string }
+
+func (e *nameHeldError) Error() string { return "queue: " + e.msg }
+func (e *nameHeldError) Unwrap() error { return ErrNameInUse }
 
 func jobLabel(j Job) string {
 	if j.Name != "" {
@@ -1375,10 +1389,10 @@ func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
 			return wrongState(r.Job, "retry")
 		}
 		if r.Name != "" {
-			var id string
-			err := tx.QueryRowContext(ctx, `SELECT id FROM jobs WHERE name = ? AND state IN ('queued','running')`, r.Name).Scan(&id)
+			var id, state string
+			err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE name = ? AND state IN ('queued','running')`, r.Name).Scan(&id, &state)
 			if err == nil {
-				return fmt.Errorf("%w: %q is held by job %s", ErrNameInUse, r.Name, id)
+				return &nameHeldError{msg: nameHeld(r.Name, state, id)}
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("queue: retry: %w", err)

@@ -169,7 +169,8 @@ type Store interface {
 	// budget of Spec.Retries+1 attempts (its history is kept). ErrWrongState
 	// for other states or when a dependency has not succeeded and cannot
 	// (failed, denied, canceled: retry that one first); ErrNameInUse when a
-	// newer job with its name is queued or running. Dependents failed because
+	// newer job with its name is queued or running (the message names that
+	// job's state and id as JobEnqueue's does). Dependents failed because
 	// of it are not revived.
 	JobRetry(ctx context.Context, ref string) (Job, error)
 	// LeaseRecoverExpired closes the attempt of every running job whose

@@ -186,6 +186,37 @@ func Exercise(t *testing.T, open Opener) {
 		require.Equal(t, queue.StateSucceeded, j.State)
 	})
 
+	// Retrying a job whose name a newer job holds is refused in enqueue's
+	// words: the holder's state and id, and when the name is free again
+	// (it once said only "is held by job ID").
+	t.Run("RetryNameInUse", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		old := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
+		_, err := b.st.JobCancel(b.ctx, old.ID)
+		require.NoError(t, err)
+		holder := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
+		held := func(state string) string {
+			return `"n" is held by ` + state + ` job ` + holder.ID + `; the name is free again once that job is final (wait for it, or cancel it)`
+		}
+		_, err = b.st.JobRetry(b.ctx, old.ID)
+		require.ErrorIs(t, err, queue.ErrNameInUse)
+		require.EqualError(t, err, "queue: "+held("queued"))
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "n", Command: []string{"true"}}}})
+		require.ErrorContains(t, err, held("queued"), "enqueue says it in the same words")
+		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		_, err = b.st.JobRetry(b.ctx, old.ID)
+		require.ErrorIs(t, err, queue.ErrNameInUse)
+		require.EqualError(t, err, "queue: "+held("running"))
+		_, err = b.st.AttemptFinish(b.ctx, &queue.AttemptFinishParams{JobID: holder.ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+		require.NoError(t, err)
+		j, err := b.st.JobRetry(b.ctx, old.ID)
+		require.NoError(t, err, "the name is free once its holder is final")
+		require.Equal(t, queue.StateQueued, j.State)
+	})
+
 	t.Run("BatchRefusedWhole", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
