@@ -54,14 +54,34 @@ type jobView struct {
 	NotBefore       *time.Time    `json:"not_before,omitempty"`
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
 	SourcePath      string        `json:"source_path,omitempty"`
-	Spec            queue.Spec    `json:"spec"`
+	Spec            specView      `json:"spec"`
 	Attempts        []attemptView `json:"attempts"`
+}
+
+// specView is a job's spec as `paddock show --json` prints it: the
+// queue's Spec with its durations in seconds, under keys that say so
+// (timeout_seconds, backoff_seconds, missed_grace_seconds; absent when
+// 0, the default). The store keeps them as Go durations, nanoseconds,
+// under timeout, backoff and missed_grace; the fields below, shallower
+// than the embedded ones, keep those keys out of the output.
+type specView struct {
+	queue.Spec
+	Timeout            *struct{} `json:"timeout,omitempty"`
+	Backoff            *struct{} `json:"backoff,omitempty"`
+	MissedGrace        *struct{} `json:"missed_grace,omitempty"`
+	TimeoutSeconds     float64   `json:"timeout_seconds,omitempty"`
+	BackoffSeconds     float64   `json:"backoff_seconds,omitempty"`
+	MissedGraceSeconds float64   `json:"missed_grace_seconds,omitempty"`
+}
+
+func specViewOf(s queue.Spec) specView {
+	return specView{Spec: s, TimeoutSeconds: s.Timeout.Seconds(), BackoffSeconds: s.Backoff.Seconds(), MissedGraceSeconds: s.MissedGrace.Seconds()}
 }
 
 func viewOf(j queue.Job) jobView {
 	v := jobView{MessageType: "job", ID: j.ID, Name: j.Name, State: string(j.State), Reason: j.Reason,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, CancelRequested: j.CancelRequested,
-		SourcePath: j.SourcePath, Spec: j.Spec, Attempts: []attemptView{}}
+		SourcePath: j.SourcePath, Spec: specViewOf(j.Spec), Attempts: []attemptView{}}
 	if !j.NotBefore.IsZero() && j.State == queue.StateQueued {
 		nb := j.NotBefore
 		v.NotBefore = &nb

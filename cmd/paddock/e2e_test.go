@@ -413,3 +413,27 @@ command = ["/bin/sh", "-c", "echo ran > unconfined-ran"]
 	require.Equal(t, "succeeded", b.Show("unconfined").State)
 	require.FileExists(t, filepath.Join(ws, "unconfined-ran"))
 }
+
+// TestE2EShowJSONDurations: `show --json` gives a job's durations in
+// seconds under keys that say so, not Go's nanoseconds under bare keys
+// (README, "JSON output": keys carry their unit).
+func TestE2EShowJSONDurations(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	job := b.WriteJob("d.toml", "name = \"d\"\ncommand = [\"/bin/true\"]\ntimeout = \"90s\"\nretries = 2\nbackoff = \"1500ms\"\n")
+	_, errOut, code := b.Run("submit", job)
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := b.Run("show", "--json", "d")
+	require.Equal(t, 0, code, errOut)
+	var v struct {
+		Spec map[string]any `json:"spec"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, 90.0, v.Spec["timeout_seconds"])
+	require.Equal(t, 1.5, v.Spec["backoff_seconds"])
+	require.Equal(t, 2.0, v.Spec["retries"])
+	for _, k := range []string{"timeout", "backoff", "missed_grace", "missed_grace_seconds"} {
+		require.NotContains(t, v.Spec, k)
+	}
+	require.Equal(t, []any{"/bin/true"}, v.Spec["command"])
+}
