@@ -216,22 +216,37 @@ func denialLine(stderr []byte) (string, bool) {
 //   - control sequences (5.4): CSI, as ESC [ or as U+009B in UTF-8 (C2 9B),
 //     then parameter bytes 0x30–0x3F, intermediate bytes 0x20–0x2F and a
 //     final byte 0x40–0x7E; colours are ESC [ 1;31m;
-//   - operating system commands (8.3.89): ESC ], a command string, and the
-//     string terminator ESC \ or, as xterm also takes it, BEL; hyperlinks
-//     are ESC ] 8;;URI ESC \ text ESC ] 8;; ESC \. The string holds bytes
+//   - operating system commands (8.3.89): OSC, as ESC ] or U+009D, a
+//     command string, and the string terminator ST (8.3.143), as ESC \ or
+//     U+009C, or, as xterm also takes it, BEL; hyperlinks are
+//     ESC ] 8;;URI ESC \ text ESC ] 8;; ESC \. The string holds bytes
 //     0x08–0x0D and 0x20–0x7E, and bytes from 0x80 as in xterm and the
 //     Linux console (UTF-8 window titles);
+//   - the other control strings (5.6): DCS (8.3.27), SOS (8.3.128), PM
+//     (8.3.94) and APC (8.3.2), as ESC P, ESC X, ESC ^ and ESC _ or as
+//     U+0090, U+0098, U+009E and U+009F, their payload and ST; a terminal
+//     shows none of the payload. The payload is whatever comes before the
+//     first ST, any byte (SOS may hold any but SOS and ST; an ESC not
+//     followed by \ is payload too, where a terminal that follows DEC's
+//     parser ends the string and shows what follows: the reason errs
+//     towards showing less). With no ST on the line, the string runs to
+//     the line's end if the rest of the line is text (no junk, by the rule
+//     of binaryWindow); otherwise only its opener goes: binary output
+//     holds openers by chance, and the message a program writes after it
+//     on the same line must stay;
 //   - the other escape sequences of the C1 set (5.3): ESC and one byte
-//     0x40–0x5F. DCS, SOS, PM and APC (ESC P, X, ^, _) open control
-//     strings as OSC does; only these two bytes of them go;
+//     0x40–0x5F;
 //   - ESC, intermediate bytes 0x20–0x2F, a final byte 0x30–0x7E (ECMA-35
 //     §13.2, nF sequences: "ESC ( B" from tput sgr0, charset selection).
 //
-// Only whole sequences go: one cut short, or holding a byte it may not,
-// stays but for its ESC or U+009B, which [reasonText] drops as a control
+// Apart from the control strings of DCS, SOS, PM and APC, only whole
+// sequences go: one cut short, or holding a byte it may not, stays but for
+// its ESC or C1 character, which [reasonText] drops as a control
 // character. An unterminated OSC thus cannot swallow the rest of a line.
+//
+// stripEscapes sees one line: a control string does not go on past it.
 func stripEscapes(l string) string {
-	if !strings.ContainsAny(l, "\x1b\u009b") {
+	if !strings.ContainsAny(l, escapeStarts) {
 		return l
 	}
 	var b strings.Builder
@@ -245,6 +260,11 @@ func stripEscapes(l string) string {
 	}
 	return b.String()
 }
+
+// escapeStarts are the characters that start the escape sequences
+// [stripEscapes] removes: ESC, and the C1 characters CSI, OSC, DCS, SOS,
+// PM and APC.
+const escapeStarts = "\x1b\u009b\u009d\u0090\u0098\u009e\u009f"
 
 // escapeLen returns the length in bytes of the escape sequence (see
 // [stripEscapes]) that starts s, or 0 when none does.
@@ -261,11 +281,13 @@ func escapeLen(s string) int {
 		if i < len(s) && s[i] >= 0x40 && s[i] <= 0x7e {
 			return i + 1
 		}
-	case strings.HasPrefix(s, "\x1b]"):
+	case strings.HasPrefix(s, "\x1b]"), strings.HasPrefix(s, "\u009d"):
 		for i := 2; i < len(s); i++ {
 			switch c := s[i]; {
 			case c == '\a':
 				return i + 1
+			case c == 0xc2 && strings.HasPrefix(s[i:], "\u009c"):
+				return i + 2
 			case c == '\x1b':
 				if strings.HasPrefix(s[i:], "\x1b\\") {
 					return i + 2
@@ -275,6 +297,23 @@ func escapeLen(s string) int {
 				return 0
 			}
 		}
+	case strings.HasPrefix(s, "\x1bP"), strings.HasPrefix(s, "\x1bX"), strings.HasPrefix(s, "\x1b^"), strings.HasPrefix(s, "\x1b_"),
+		strings.HasPrefix(s, "\u0090"), strings.HasPrefix(s, "\u0098"), strings.HasPrefix(s, "\u009e"), strings.HasPrefix(s, "\u009f"):
+		// DCS, SOS, PM, APC: up to and with the first ST, or the end
+		// when that is text.
+		for i := 2; i+1 < len(s); i++ {
+			if (s[i] == '\x1b' && s[i+1] == '\\') || (s[i] == 0xc2 && s[i+1] == 0x9c) {
+				return i + 2
+			}
+		}
+		for i := 2; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if junk, _ := isJunk(r, size); junk {
+				return 2
+			}
+			i += size
+		}
+		return len(s)
 	case len(s) >= 2 && s[0] == '\x1b' && s[1] >= 0x40 && s[1] <= 0x5f:
 		return 2
 	case len(s) >= 3 && s[0] == '\x1b' && s[1] >= 0x20 && s[1] <= 0x2f:
@@ -315,14 +354,20 @@ type binaryScan struct {
 	last           int                // the index, in characters, of binary's last junk; -1 before any
 }
 
+// isJunk reports whether r, decoded from size bytes, is junk by the rule of
+// binaryWindow, and whether it is a control character.
+func isJunk(r rune, size int) (junk, ctrl bool) {
+	ctrl = unicode.IsControl(r) && r != '\t' && r != '\x1b'
+	return (r == utf8.RuneError && size == 1) || ctrl, ctrl
+}
+
 // step takes the next character, r decoded from size bytes, and reports
 // whether it is binary's: junk in a dense enough stretch, or junk within
 // binaryGap characters of binary's last.
 func (b *binaryScan) step(r rune, size int) bool {
 	n := b.n
 	b.n++
-	ctrl := unicode.IsControl(r) && r != '\t' && r != '\x1b'
-	junk := (r == utf8.RuneError && size == 1) || ctrl
+	junk, ctrl := isJunk(r, size)
 	b.junkAt[n%binaryWindow], b.ctrlAt[n%binaryWindow] = junk, ctrl
 	if !junk {
 		return false

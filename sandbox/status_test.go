@@ -144,6 +144,16 @@ func TestClassifyDenialEscapes(t *testing.T) {
 		{"tput sgr0 (ESC ( B, ECMA-35 nF)", "\x1b[1m\x1b(Btouch: cannot touch '/etc/x': Read-only file system\x1b(B\x1b[m", msg},
 		{"two-byte sequences", "\x1bEtouch: cannot touch '/etc/x': Read-only file system\x1bM", msg},
 		{"signature split by colours", "touch: cannot touch '/etc/x': Read-only \x1b[1mfile\x1b[22m system", msg},
+		{"DCS (sixel) before the message, ST", "\x1bPq#0;2;0;0;0#1!7~\x1b\\" + msg, msg},
+		{"SOS, PM, APC around the message", "\x1bXsos\x1b\\touch: cannot touch '\x1b^pm\x1b\\/etc/x': \x1b_Gf=100;AAAA\x1b\\Read-only file system", msg},
+		{"8-bit DCS, SOS, PM, APC, 8-bit ST", "\u0090dcs\u009ctouch: \u0098sos\u009ccannot touch \u009epm\u009c'/etc/x': \u009fapc\u009cRead-only file system", msg},
+		{"8-bit opener, 7-bit ST", "\u0090dcs\x1b\\" + msg, msg},
+		{"7-bit opener, 8-bit ST", "\x1b_apc\u009c" + msg, msg},
+		{"ESC in the payload that is not ST", "\x1bPa\x1bb\x1b[31mc\x1b]0;t\ad\x1b\\" + msg, msg},
+		{"unterminated: to the line's end", msg + "\x1b_hidden payload", msg},
+		{"unterminated 8-bit: to the line's end", msg + "\u009fhidden \x1b payload", msg},
+		{"unterminated in binary: only the opener goes", "\x1b_\x00\x01\x02\x03\x04\x05" + msg, msg},
+		{"8-bit OSC, 8-bit ST", "\u009d0;title\u009c" + msg, msg},
 		{"sequences cut short stay but for ESC", "\x1b[1;31\x01m " + msg + "\x1b[0m \x1b]0;title", "[1;31m " + msg + " ]0;title"},
 		{"the cap counts text, not sequences", strings.Repeat("\x1b[1mé\x1b[0m", 400) + " cp: /usr/y: Read-only file system",
 			"…" + strings.Repeat("é", 133) + " cp: /usr/y: Read-only file system"},
@@ -155,6 +165,15 @@ func TestClassifyDenialEscapes(t *testing.T) {
 
 	c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte("\x1b]0;Permission denied\x1b\\make: *** [all] Error 1\n")})
 	require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}, c, "a signature only in a window title is no denial")
+	for _, hidden := range []string{
+		"\x1bPPermission denied\x1b\\make: *** [all] Error 1",
+		"\u0098Permission denied\u009cmake: *** [all] Error 1",
+		"make: *** [all] Error 1 \x1b_Permission denied",
+		"make: *** [all] Error 1 \u009ePermission \x1b denied",
+	} {
+		c := Classify(ClassifyParams{Mode: ModeWorkspaceWrite, State: one, Status: ran1, Stderr: []byte(hidden + "\n")})
+		require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}, c, "a signature only in a control string is no denial: %q", hidden)
+	}
 }
 
 // TestDiagnose: every bwrap error line DESIGN.md lists gets an explanation
