@@ -21,7 +21,9 @@ import (
 	"paddock/sandbox"
 )
 
-// stderrTailBytes is how much of the end of stderr the classifier sees.
+// stderrTailBytes is how much of the end of stderr the classifier sees
+// whole (bwrap's own error line, the denial hint); a denial line before
+// it still counts ([cappedLog.DenialLine]).
 const stderrTailBytes = 8 << 10
 
 // Executor runs single attempts: it decides with the hook chain, confines
@@ -213,7 +215,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())
 	}
 
-	c := sandbox.Classify(sandbox.ClassifyParams{Mode: mode, State: run.state, Status: run.status, Stderr: stderr.Tail()})
+	c := sandbox.Classify(sandbox.ClassifyParams{Mode: mode, State: run.state, Status: run.status, Stderr: stderr.Tail(), DenialLine: stderr.DenialLine()})
 	if confined && e.ProbeCache != "" && run.stopped == stopNone && c.Outcome == sandbox.OutcomeRunnerFailed && run.status.ChildPID == 0 {
 		// bwrap gave up before it made the sandbox's first process: the
 		// host may have changed since the probe.

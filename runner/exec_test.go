@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,4 +112,32 @@ func TestExecuteSpawnGate(t *testing.T) {
 	require.Equal(t, queue.OutcomeSucceeded, att.Outcome, att.Reason)
 	require.True(t, ended)
 	require.FileExists(t, marker)
+}
+
+// TestExecuteDenialBeforeLongStderr: a confined job that hits the fence,
+// then prints far more stderr than the classifier's tail (a compiler's
+// warnings after a failed write) and exits 1 is recorded as the fence's
+// denial, not as a plain exit status.
+func TestExecuteDenialBeforeLongStderr(t *testing.T) {
+	rep := e2etest.RequireBwrap(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: emptyChain(t), Probe: rep}
+	target := fmt.Sprintf("/etc/paddock-fence-%d", time.Now().UnixNano())
+	script := `echo x > "$1"; i=0; while [ $i -lt 1000 ]; do echo "warning: unused variable 'v$i' [-Wunused-variable]" >&2; i=$((i+1)); done; exit 1`
+	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws, script, target)
+	specs, err := queue.Parse("job.toml", []byte(src), dir)
+	require.NoError(t, err)
+	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "fenced", Spec: specs[0]}, Attempt: 1})
+	require.NoFileExists(t, target)
+	require.Equal(t, queue.OutcomeFailed, att.Outcome, att.Reason)
+	require.NotNil(t, att.ExitCode)
+	require.Equal(t, 1, *att.ExitCode)
+	st, err := os.Stat(att.StderrPath)
+	require.NoError(t, err)
+	require.Greater(t, st.Size(), int64(4*stderrTailBytes), "the job printed more than the tail keeps")
+	require.True(t, strings.HasPrefix(att.Reason, "write refused by the fence: "), att.Reason)
+	require.Contains(t, att.Reason, target+": Read-only file system")
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"paddock/sandbox"
 )
 
 // cappedLog writes a job's output stream to a file, keeping at most
@@ -29,10 +31,17 @@ type cappedLog struct {
 	tailKeep []byte    // made at the first byte: most jobs print nothing on stderr
 	echo     io.Writer // optional live copy (paddock run streams to the terminal)
 	err      error
+
+	// denials finds the last denial line of the whole stream, when
+	// tailMax > 0.
+	denials sandbox.DenialScanner
 }
 
 // newCappedLog returns a writer capped at maxBytes
 // (at least 2 bytes). echo, when not nil, receives every byte as well.
+// keepTail > 0 makes the stream one the classifier reads: Tail keeps its
+// last keepTail bytes and DenialLine its last line with a denial signature
+// (see [sandbox.DenialScanner] for what that costs).
 //
 // The file is created at the first byte: a stream the job never writes to
 // leaves no file (creating two files per job is a measurable share of a
@@ -53,6 +62,9 @@ func (c *cappedLog) Write(p []byte) (int, error) {
 		_, _ = c.echo.Write(p)
 	}
 	c.keepTail(p)
+	if c.tailMax > 0 {
+		_, _ = c.denials.Write(p) // never fails
+	}
 	c.written += int64(n)
 	if c.f == nil && c.err == nil && n > 0 {
 		c.f, c.err = os.OpenFile(c.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
@@ -151,6 +163,16 @@ func (c *cappedLog) Tail() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]byte(nil), c.tailKeep...)
+}
+
+// DenialLine returns the quote of the last line written with a denial
+// signature, for [sandbox.ClassifyParams].DenialLine; "" when none, or
+// when the log keeps no tail.
+func (c *cappedLog) DenialLine() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, _ := c.denials.Line()
+	return l
 }
 
 // Written is the total number of bytes the job wrote to the stream.

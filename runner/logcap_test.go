@@ -115,3 +115,36 @@ func TestCappedLogReadFrom(t *testing.T) {
 	require.Equal(t, int64(3), n)
 	require.NoError(t, broken.Close())
 }
+
+// TestCappedLogDenialLine: the stderr capture finds a denial line however
+// much other stderr follows it (far more than its tail keeps), and one
+// split across two writes; a log that keeps no tail does not scan.
+func TestCappedLogDenialLine(t *testing.T) {
+	t.Parallel()
+	const msg = "touch: cannot touch '/etc/x': Read-only file system"
+	filler := bytes.Repeat([]byte("warning: unused variable 'x' [-Wunused-variable]\n"), (64<<10)/49+1) // > 64 KiB
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		writes [][]byte
+	}{
+		{"one write, then 64 KiB", [][]byte{[]byte("cc -o /usr/bin/x x.c\n" + msg + "\n"), filler}},
+		{"split across two writes, then 64 KiB", [][]byte{[]byte("cc -o /usr/bin/x x.c\n" + msg[:25]), []byte(msg[25:] + "\n"), filler}},
+		{"split, with the 64 KiB in the second write", [][]byte{[]byte(msg[:40]), append([]byte(msg[40:]+"\n"), filler...)}},
+	} {
+		c := newCappedLog(filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")), 1<<20, stderrTailBytes, nil)
+		for _, w := range tc.writes {
+			_, err := c.Write(w)
+			require.NoError(t, err)
+		}
+		require.NotContains(t, string(c.Tail()), "Read-only", tc.name)
+		require.Equal(t, msg, c.DenialLine(), tc.name)
+		require.NoError(t, c.Close())
+	}
+
+	noTail := newCappedLog(filepath.Join(dir, "stdout"), 1<<20, 0, nil)
+	_, err := noTail.Write([]byte(msg + "\n"))
+	require.NoError(t, err)
+	require.Equal(t, "", noTail.DenialLine())
+	require.NoError(t, noTail.Close())
+}

@@ -17,7 +17,8 @@
 //     (failing closed: any doubt means a fresh probe);
 //   - [ReadStatus] and [Classify] tell "bwrap failed, the command never ran"
 //     from "the command ran and failed", by bwrap's --json-status-fd record,
-//     never by text.
+//     never by text; [DenialScanner] finds the line for Classify's denial
+//     hint in a stderr of any length, in bounded memory.
 //
 // # The argv
 //

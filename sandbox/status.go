@@ -109,6 +109,20 @@ type ClassifyParams struct {
 	// Stderr is the tail of the job's stderr, for the denial hint and
 	// bwrap's own error line.
 	Stderr []byte
+	// DenialLine is the quote of the last line of the whole stderr with a
+	// denial signature, from a [DenialScanner] the stderr went through;
+	// Classify uses it when Stderr holds no such line (the denial came
+	// before the tail). "" (the default) when none, or not scanned.
+	DenialLine string
+}
+
+// denial returns the denial hint's quote: of the last line of Stderr with
+// a denial signature, else DenialLine.
+func (p ClassifyParams) denial() (string, bool) {
+	if line, ok := denialLine(p.Stderr); ok {
+		return line, true
+	}
+	return p.DenialLine, p.DenialLine != ""
 }
 
 // Classification is the verdict of [Classify].
@@ -171,7 +185,7 @@ func Classify(p ClassifyParams) Classification {
 			}
 		}
 		if code != 0 {
-			if line, ok := denialLine(p.Stderr); ok {
+			if line, ok := p.denial(); ok {
 				c.Denied = true
 				c.Reason += "; write refused by the fence: " + line
 			}
@@ -185,7 +199,7 @@ func Classify(p ClassifyParams) Classification {
 		return Classification{Outcome: OutcomeSucceeded, ExitCode: 0, Reason: "exit status 0"}
 	}
 	c := Classification{Outcome: OutcomeFailed, ExitCode: code, Reason: fmt.Sprintf("exit status %d", code)}
-	if line, ok := denialLine(p.Stderr); ok && p.Mode.Confined() {
+	if line, ok := p.denial(); ok && p.Mode.Confined() {
 		c.Denied = true
 		c.Reason = "write refused by the fence: " + line
 	}
@@ -263,7 +277,7 @@ func stripEscapes(l string) string {
 
 // escapeStarts are the characters that start the escape sequences
 // [stripEscapes] removes: ESC, and the C1 characters CSI, OSC, DCS, SOS,
-// PM and APC.
+// PM and APC. hasEscapeStart looks for the same.
 const escapeStarts = "\x1b\u009b\u009d\u0090\u0098\u009e\u009f"
 
 // escapeLen returns the length in bytes of the escape sequence (see
