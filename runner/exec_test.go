@@ -17,6 +17,18 @@ import (
 	"paddock/queue"
 )
 
+// bwrapExecutor is an Executor with the real bwrap (the test fails when it
+// is unusable and PADDOCK_REQUIRE_BWRAP=1), no hooks, the default config
+// and a state directory of its own, and a workspace for its jobs.
+func bwrapExecutor(t *testing.T) (*Executor, string) {
+	t.Helper()
+	rep := e2etest.RequireBwrap(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	return &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: emptyChain(t), Probe: rep}, ws
+}
+
 // TestExecuteEndedMeansJobGone: for a confined job whose command exits
 // while a setsid daemon and a background process of it still sleep,
 // Execute calls Exiting (bwrap's exit-code record), then Ended once, and
@@ -24,18 +36,14 @@ import (
 // worker starts the next job's process only then. The attempt ends at
 // Ended. A job the hooks deny starts nothing and calls neither.
 func TestExecuteEndedMeansJobGone(t *testing.T) {
-	rep := e2etest.RequireBwrap(t)
+	e, ws := bwrapExecutor(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	require.NoError(t, os.Mkdir(ws, 0o755))
-	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: emptyChain(t), Probe: rep}
 
 	for run := range 3 {
 		tok := "1000." + strconv.Itoa(int(time.Now().UnixNano()%1000000)) + strconv.Itoa(run)
 		src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws,
 			`setsid sleep "$1" </dev/null >/dev/null 2>&1 & sleep "$1" </dev/null >/dev/null 2>&1 & sleep 0.1; exit 0`, tok)
-		specs, err := queue.Parse("job.toml", []byte(src), dir)
+		specs, err := queue.Parse("job.toml", []byte(src), ws)
 		require.NoError(t, err)
 		job := queue.Job{ID: "job" + strconv.Itoa(run), Spec: specs[0]}
 
@@ -61,7 +69,7 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 
 	// Denied before anything starts: neither callback.
 	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/true\"]\ncwd = \"/nonexistent-dir\"\n", ws)
-	specs, err := queue.Parse("job.toml", []byte(src), dir)
+	specs, err := queue.Parse("job.toml", []byte(src), ws)
 	require.NoError(t, err)
 	called := false
 	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "never", Spec: specs[0]}, Attempt: 1,
@@ -119,16 +127,12 @@ func TestExecuteSpawnGate(t *testing.T) {
 // warnings after a failed write) and exits 1 is recorded as the fence's
 // denial, not as a plain exit status.
 func TestExecuteDenialBeforeLongStderr(t *testing.T) {
-	rep := e2etest.RequireBwrap(t)
+	e, ws := bwrapExecutor(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	require.NoError(t, os.Mkdir(ws, 0o755))
-	e := &Executor{Config: Config{}.WithDefaults(), StateDir: filepath.Join(dir, "state"), Chain: emptyChain(t), Probe: rep}
 	target := fmt.Sprintf("/etc/paddock-fence-%d", time.Now().UnixNano())
 	script := `echo x > "$1"; i=0; while [ $i -lt 1000 ]; do echo "warning: unused variable 'v$i' [-Wunused-variable]" >&2; i=$((i+1)); done; exit 1`
 	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws, script, target)
-	specs, err := queue.Parse("job.toml", []byte(src), dir)
+	specs, err := queue.Parse("job.toml", []byte(src), ws)
 	require.NoError(t, err)
 	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "fenced", Spec: specs[0]}, Attempt: 1})
 	require.NoFileExists(t, target)

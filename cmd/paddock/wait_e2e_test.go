@@ -198,18 +198,8 @@ func TestEventJobID(t *testing.T) {
 // are read as usual.
 func TestEventWatchLongLine(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), eventsFile)
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	// No inotify goroutine: it would read the lines before the test does.
-	r, err := os.Open(path)
-	require.NoError(t, err)
-	ew := &eventWatch{path: path, c: make(chan struct{}, 1), done: make(chan struct{}), f: r}
-	defer ew.close()
-	ew.setWant([]string{"mine"})
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.WriteString(strings.Repeat("x", 3*maxEventLine))
+	ew, f := eventWatchByHand(t)
+	_, err := f.WriteString(strings.Repeat("x", 3*maxEventLine))
 	require.NoError(t, err)
 	hit, _ := ew.wanted()
 	require.True(t, hit)
@@ -225,6 +215,25 @@ func TestEventWatchLongLine(t *testing.T) {
 	require.True(t, hit)
 }
 
+// eventWatchByHand is a watch of an empty event log that wants the job
+// "mine", with no inotify goroutine (it would read the lines before the
+// test does: the test calls wanted or onEvent itself), and the log opened
+// for appending. Both are closed when the test ends.
+func eventWatchByHand(t *testing.T) (*eventWatch, *os.File) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), eventsFile)
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	r, err := os.Open(path)
+	require.NoError(t, err)
+	ew := &eventWatch{path: path, c: make(chan struct{}, 1), done: make(chan struct{}), f: r}
+	t.Cleanup(ew.close)
+	ew.setWant([]string{"mine"})
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return ew, f
+}
+
 // TestEventWatchPauses: after an event about a wanted job the watch
 // waits the gap; after lines about other jobs only, otherJobsPause; after
 // an event with nothing new to read (its lines were read with an earlier
@@ -232,19 +241,9 @@ func TestEventWatchLongLine(t *testing.T) {
 // written just after, unseen for otherJobsPause.
 func TestEventWatchPauses(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), eventsFile)
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	// No inotify goroutine: the test hands the events to onEvent itself.
-	r, err := os.Open(path)
-	require.NoError(t, err)
-	ew := &eventWatch{path: path, c: make(chan struct{}, 1), done: make(chan struct{}), f: r}
-	defer ew.close()
-	ew.setWant([]string{"mine"})
+	ew, f := eventWatchByHand(t)
 	const gap = 7 * time.Millisecond
 	ew.setGap(gap)
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
 	woken := func() bool {
 		select {
 		case <-ew.c:
@@ -254,7 +253,7 @@ func TestEventWatchPauses(t *testing.T) {
 		}
 	}
 
-	_, err = f.WriteString(`{"job_id":"mine","type":"started"}` + "\n" + `{"job_id":"theirs"}` + "\n")
+	_, err := f.WriteString(`{"job_id":"mine","type":"started"}` + "\n" + `{"job_id":"theirs"}` + "\n")
 	require.NoError(t, err)
 	require.Equal(t, gap, ew.onEvent(nil, fsnotify.Write), "a wanted job's line")
 	require.True(t, woken())
