@@ -206,9 +206,9 @@ func TestEventWatchLongLine(t *testing.T) {
 	require.LessOrEqual(t, cap(ew.partial), maxEventLine)
 	_, err = f.WriteString(strings.Repeat("y", maxEventLine) + `"job_id":"mine"` + "\n" + `{"job_id":"theirs"}` + "\n")
 	require.NoError(t, err)
-	hit, read := ew.wanted()
+	hit, others := ew.wanted()
 	require.False(t, hit, "the end of the long line and another job's line")
-	require.True(t, read)
+	require.True(t, others)
 	_, err = f.WriteString(`{"job_id":"mine"}` + "\n")
 	require.NoError(t, err)
 	hit, _ = ew.wanted()
@@ -237,7 +237,8 @@ func eventWatchByHand(t *testing.T) (*eventWatch, *os.File) {
 // TestEventWatchPauses: after an event about a wanted job the watch
 // waits the gap; after lines about other jobs only, otherJobsPause; after
 // an event with nothing new to read (its lines were read with an earlier
-// event's), not at all: a pause then would leave the end of a wanted job,
+// event's), half a line, or the line of a job the wait already found
+// final, not at all: a pause then would leave the end of a wanted job,
 // written just after, unseen for otherJobsPause.
 func TestEventWatchPauses(t *testing.T) {
 	t.Parallel()
@@ -265,6 +266,22 @@ func TestEventWatchPauses(t *testing.T) {
 	require.Equal(t, otherJobsPause, ew.onEvent(nil, fsnotify.Write), "another job's line")
 	require.False(t, woken())
 	_, err = f.WriteString(`{"job_id":"mine","type":"finished"}` + "\n")
+	require.NoError(t, err)
+	require.Equal(t, gap, ew.onEvent(nil, fsnotify.Write))
+	require.True(t, woken())
+
+	// The wait's look found "mine" final before its event line came; it
+	// still waits for "last".
+	ew.setWant([]string{"last"})
+	_, err = f.WriteString(`{"job_id":"mine","type":"finished","attempt":2}` + "\n")
+	require.NoError(t, err)
+	require.Zero(t, ew.onEvent(nil, fsnotify.Write), "the line of a job found final already")
+	require.False(t, woken())
+	_, err = f.WriteString(`{"job_id":"la`)
+	require.NoError(t, err)
+	require.Zero(t, ew.onEvent(nil, fsnotify.Write), "half a line")
+	require.False(t, woken())
+	_, err = f.WriteString(`st","type":"finished"}` + "\n")
 	require.NoError(t, err)
 	require.Equal(t, gap, ew.onEvent(nil, fsnotify.Write))
 	require.True(t, woken())

@@ -206,6 +206,7 @@ type eventWatch struct {
 
 	mu       sync.Mutex
 	want     map[string]bool // nil: every line
+	own      map[string]bool // every id ever wanted: lines about them are not other jobs'
 	f        *os.File        // the log, read from where the last look stopped
 	partial  []byte          // the start of a line not yet complete
 	skipping bool            // in a line longer than maxEventLine, until its end
@@ -236,24 +237,32 @@ func (ew *eventWatch) setWant(ids []string) {
 	}
 	ew.mu.Lock()
 	ew.want = want
+	if ew.own == nil {
+		ew.own = make(map[string]bool, len(ids))
+	}
+	for _, id := range ids {
+		ew.own[id] = true
+	}
 	ew.mu.Unlock()
 }
 
 // wanted reads the lines appended to the log since the last call and
-// reports whether one of them names a wanted job (hit), and whether there
-// was anything to read; a read error, or a log that is not there to read,
+// reports whether one of them names a wanted job (hit), and whether one
+// names a job that was never wanted, or none (others): a line about a
+// job the wait found final already (its look can come between the
+// worker's commit and its event) is neither. A line not yet whole is
+// neither until it is. A read error, or a log that is not there to read,
 // counts as wanted (the store is the truth).
-func (ew *eventWatch) wanted() (hit, read bool) {
+func (ew *eventWatch) wanted() (hit, others bool) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
 	if ew.f == nil || ew.want == nil {
-		return true, true
+		return true, false
 	}
 	var buf [32 << 10]byte
 	for {
 		n, err := ew.f.Read(buf[:])
 		data := buf[:n]
-		read = read || n > 0
 		for len(data) > 0 {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
@@ -272,16 +281,18 @@ func (ew *eventWatch) wanted() (hit, read bool) {
 			}
 			if ew.skipping {
 				ew.skipping = false
-			} else if !hit && ew.want[eventJobID(line)] {
+			} else if id := eventJobID(line); ew.want[id] {
 				hit = true
+			} else if !ew.own[id] {
+				others = true
 			}
 			data = data[i+1:]
 		}
 		if err == io.EOF || n == 0 {
-			return hit, read
+			return hit, others
 		}
 		if err != nil {
-			return true, true
+			return true, others
 		}
 	}
 }
@@ -392,16 +403,18 @@ func (ew *eventWatch) retry() {
 // log gained (following a rotation first, on the ops a rotation makes),
 // sends on c when one names a wanted job, and returns how long to leave
 // the watch unread: the gap after a send, otherJobsPause after lines about
-// other jobs only, and 0 when there was nothing to read. An event whose
-// lines an earlier event's read took already is common (the watch's
-// reader holds one event while the kernel queues the next), and pausing
-// after it would leave a wanted job's end, written just after, unseen for
-// otherJobsPause: `submit --wait` returned up to 0.1 s after its last job.
+// other jobs (never waited for) only, and 0 otherwise. Two cases are
+// common where pausing would leave a wanted job's end, written just
+// after, unseen for otherJobsPause (`submit --wait` returned up to 0.1 s
+// after its last job): an event with nothing new to read (the watch's
+// reader holds one event while the kernel queues the next, whose lines
+// the first read took), and the event line of a job the wait's look
+// found final before the line was written.
 func (ew *eventWatch) onEvent(w *fsnotify.Watcher, op fsnotify.Op) time.Duration {
-	hit, read := ew.wanted()
+	hit, others := ew.wanted()
 	if op&(fsnotify.Chmod|fsnotify.Rename|fsnotify.Remove) != 0 && ew.reopen(w) {
-		h, r := ew.wanted()
-		hit, read = hit || h, read || r
+		h, o := ew.wanted()
+		hit, others = hit || h, others || o
 	}
 	switch {
 	case hit:
@@ -410,7 +423,7 @@ func (ew *eventWatch) onEvent(w *fsnotify.Watcher, op fsnotify.Op) time.Duration
 		default:
 		}
 		return time.Duration(ew.gap.Load())
-	case read:
+	case others:
 		return otherJobsPause
 	default:
 		return 0
