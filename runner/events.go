@@ -65,8 +65,58 @@ func OpenEventLog(path string, maxBytes int64) (*EventLog, error) {
 	return &EventLog{path: path, maxBytes: maxBytes, f: f}, nil
 }
 
+// openEventFile opens (creating it) the event log at path for
+// appending. Only a regular file will do: a FIFO would block the worker
+// (O_NONBLOCK makes its open fail at once instead, with ENXIO, when
+// nothing reads it), and a device such as /dev/zero takes every line and
+// keeps none; it is also what a wait reads, and a wait reading /dev/zero
+// would never reach its end. Returns ErrEventLogNotRegular (wrapped) for
+// anything else.
 func openEventFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckEventFile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// ErrEventLogNotRegular is returned by [OpenEventLog] and [CheckEventFile]
+// when the event log's path names something other than a regular file.
+var ErrEventLogNotRegular = errors.New("event log: not a regular file")
+
+// CheckEventFile returns an error wrapping [ErrEventLogNotRegular],
+// naming f and what it is, unless f is a regular file (a symlink to one
+// will do); a wait checks the event log it reads with it too.
+func CheckEventFile(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is a %s", ErrEventLogNotRegular, f.Name(), fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	}
+	return "file of type " + m.Type().String()
 }
 
 // Append writes e. Errors are returned but a worker only logs them: losing

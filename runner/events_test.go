@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -83,4 +85,50 @@ func TestEventLogRotates(t *testing.T) {
 		id := fmt.Sprintf("job%04d", i)
 		require.GreaterOrEqual(t, seen[id], 1, "%s was lost", id)
 	}
+}
+
+// TestOpenEventLogNotRegular: only a regular file (or a link to one) is
+// an event log: a device that never ends, or a FIFO that nothing reads
+// (whose open would block), is refused at once, saying what it is.
+func TestOpenEventLogNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero.jsonl")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for path, says := range map[string]string{zero: "character device", fifo: ""} {
+		done := make(chan error, 1)
+		go func() {
+			l, err := OpenEventLog(path, 0)
+			if err == nil {
+				l.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err, path)
+			require.Contains(t, err.Error(), says)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OpenEventLog(%s) blocked", path)
+		}
+	}
+	// A FIFO that something reads opens, and is refused as a FIFO.
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = OpenEventLog(fifo, 0)
+	require.ErrorIs(t, err, ErrEventLogNotRegular)
+	require.ErrorContains(t, err, "named pipe (FIFO)")
+	// A link to a regular file will do.
+	real := filepath.Join(dir, "real.jsonl")
+	link := filepath.Join(dir, "link.jsonl")
+	require.NoError(t, os.Symlink(real, link))
+	l, err := OpenEventLog(link, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.Append(Event{Type: "started", JobID: "x"}))
+	require.NoError(t, l.Close())
+	b, err := os.ReadFile(real)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"job_id":"x"`)
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"paddock/queue"
+	"paddock/runner"
 )
 
 // waitJobs waits until every job of ids is final, showing a progress bar
@@ -335,7 +337,7 @@ func (ew *eventWatch) reopen(w *fsnotify.Watcher) bool {
 	if err != nil || os.SameFile(cur, named) {
 		return false
 	}
-	f, err := os.Open(ew.path)
+	f, err := openEventLog(ew.path)
 	if err != nil {
 		return false
 	}
@@ -349,12 +351,29 @@ func (ew *eventWatch) reopen(w *fsnotify.Watcher) bool {
 	return true
 }
 
+// openEventLog opens the event log at path for reading, when it is a
+// regular file (runner.CheckEventFile): a FIFO would block the open
+// (O_NONBLOCK opens it at once, to be refused) and a device such as
+// /dev/zero would never let a read reach its end. A wait without the log
+// polls the store.
+func openEventLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := runner.CheckEventFile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // retry starts watching if not yet watching and the file exists now.
 func (ew *eventWatch) retry() {
 	if ew.w != nil {
 		return
 	}
-	f, err := os.Open(ew.path)
+	f, err := openEventLog(ew.path)
 	if err != nil {
 		return
 	}

@@ -330,11 +330,31 @@ func TestE2EWorkerSetsProcs(t *testing.T) {
 // directory stands in its place) warns and runs the jobs all the same.
 func TestE2EWorkerWithoutEventLog(t *testing.T) {
 	t.Parallel()
-	b := e2etest.Setup(t, "")
-	ids := b.Submit(b.WriteJob("one.toml", "name = \"one\"\ncommand = \"true\"\n"))
-	require.NoError(t, os.Mkdir(filepath.Join(b.State, eventsFile), 0o700))
-	_, errOut, code := b.Run("worker", "--drain")
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, errOut, "event log unusable: waits will poll the store instead")
-	require.Equal(t, "succeeded", b.Show(ids[0]).State)
+	// Each stands where events.jsonl should be: a directory, a device
+	// that never ends (a wait reading it never reached its end and spun
+	// at 100% CPU), a FIFO nothing reads (opening it to append blocked the
+	// worker).
+	for name, create := range map[string]func(path string) error{
+		"directory": func(p string) error { return os.Mkdir(p, 0o700) },
+		"dev-zero":  func(p string) error { return os.Symlink("/dev/zero", p) },
+		"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := e2etest.Setup(t, "")
+			require.NoError(t, os.MkdirAll(b.State, 0o700))
+			require.NoError(t, create(filepath.Join(b.State, eventsFile)))
+			w := b.StartWorker()
+			// submit --wait reads the log too; it must still see the job end.
+			out, errOut, code := b.Run("submit", "--wait", b.WriteJob("one.toml", "name = \"one\"\ncommand = \"true\"\n"))
+			require.Equal(t, 0, code, errOut)
+			require.Contains(t, out, "succeeded")
+			require.NoError(t, w.Process.Signal(syscall.SIGTERM))
+			_ = w.Wait()
+			require.Equal(t, "succeeded", b.Show("one").State)
+			_, errOut, code = b.Run("worker", "--drain")
+			require.Equal(t, 0, code, errOut)
+			require.Contains(t, errOut, "event log unusable: waits will poll the store instead")
+		})
+	}
 }
