@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,4 +301,27 @@ func waitOpen(t *testing.T, pid int, name string) {
 		}
 	}
 	t.Fatalf("process %d never opened %s", pid, name)
+}
+
+// TestEventWatchReadBounded: one look reads at most maxEventRead bytes of
+// the log and then counts as wanted (the wait looks at the store), so a
+// log that grows faster than it is read cannot hold the wait's loop.
+func TestEventWatchReadBounded(t *testing.T) {
+	t.Parallel()
+	ew, f := eventWatchByHand(t)
+	line := `{"job_id":"theirs","type":"finished"}` + "\n"
+	n := (maxEventRead*5/2)/len(line) + 1
+	_, err := f.WriteString(strings.Repeat(line, n))
+	require.NoError(t, err)
+	for look := 1; look <= 2; look++ {
+		hit, others := ew.wanted()
+		require.True(t, hit, "look %d: more than maxEventRead to read", look)
+		require.True(t, others)
+		off, err := ew.f.Seek(0, io.SeekCurrent)
+		require.NoError(t, err)
+		require.LessOrEqual(t, off, int64(look*(maxEventRead+32<<10)), "look %d read too much", look)
+	}
+	hit, others := ew.wanted()
+	require.False(t, hit, "the rest: other jobs' lines only")
+	require.True(t, others)
 }

@@ -218,6 +218,11 @@ type eventWatch struct {
 // incomplete, in bytes; paddock's own lines are a few hundred bytes.
 const maxEventLine = 64 << 10
 
+// maxEventRead is the most one look at the event log reads, in bytes
+// (~5,000 events), so that the wait's loop, which waits for the watch's
+// lock, stays responsive to signals and its timeout whatever the log does.
+const maxEventRead = 1 << 20
+
 func watchEvents(path string) *eventWatch {
 	ew := &eventWatch{path: path, c: make(chan struct{}, 1), done: make(chan struct{})}
 	ew.retry()
@@ -253,8 +258,9 @@ func (ew *eventWatch) setWant(ids []string) {
 // names a job that was never wanted, or none (others): a line about a
 // job the wait found final already (its look can come between the
 // worker's commit and its event) is neither. A line not yet whole is
-// neither until it is. A read error, or a log that is not there to read,
-// counts as wanted (the store is the truth).
+// neither until it is. A read error, a log that is not there to read, or
+// more than maxEventRead bytes to read counts as wanted (the store is the
+// truth).
 func (ew *eventWatch) wanted() (hit, others bool) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
@@ -262,8 +268,14 @@ func (ew *eventWatch) wanted() (hit, others bool) {
 		return true, false
 	}
 	var buf [32 << 10]byte
-	for {
+	for total := 0; ; {
+		if total >= maxEventRead {
+			// More than a worker writes between two looks: look at the
+			// store now, and read on at the next event (or poll).
+			return true, others
+		}
 		n, err := ew.f.Read(buf[:])
+		total += n
 		data := buf[:n]
 		for len(data) > 0 {
 			i := bytes.IndexByte(data, '\n')
