@@ -248,8 +248,11 @@ func denialLine(stderr []byte) (string, bool) {
 //     of binaryWindow); otherwise only its opener goes: binary output
 //     holds openers by chance, and the message a program writes after it
 //     on the same line must stay;
-//   - the other escape sequences of the C1 set (5.3): ESC and one byte
-//     0x40–0x5F;
+//   - the other two-byte escape sequences: ESC and one byte 0x30–0x7E,
+//     that is the C1 set (ECMA-48 5.3, 0x40–0x5F), the private Fp
+//     sequences (ECMA-35 §13.2.3, 0x30–0x3F: "ESC 7" and "ESC 8" save and
+//     restore the cursor) and the independent control functions Fs
+//     (ECMA-48 5.5, 0x60–0x7E: "ESC c" resets the terminal);
 //   - ESC, intermediate bytes 0x20–0x2F, a final byte 0x30–0x7E (ECMA-35
 //     §13.2, nF sequences: "ESC ( B" from tput sgr0, charset selection).
 //
@@ -328,7 +331,7 @@ func escapeLen(s string) int {
 			i += size
 		}
 		return len(s)
-	case len(s) >= 2 && s[0] == '\x1b' && s[1] >= 0x40 && s[1] <= 0x5f:
+	case len(s) >= 2 && s[0] == '\x1b' && s[1] >= 0x30 && s[1] <= 0x7e:
 		return 2
 	case len(s) >= 3 && s[0] == '\x1b' && s[1] >= 0x20 && s[1] <= 0x2f:
 		// ECMA-35 §13.2 (nF): intermediate bytes, then a final byte

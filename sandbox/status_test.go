@@ -142,6 +142,7 @@ func TestClassifyDenialEscapes(t *testing.T) {
 		{"OSC 8 hyperlink around the path, BEL", "touch: cannot touch '\x1b]8;id=1;file://h%C3%B4te/etc/x\a/etc/x\x1b]8;;\a': Read-only file system", msg},
 		{"window title before the message", "\x1b]0;make: étape 2\atouch: cannot touch '/etc/x': Read-only file system", msg},
 		{"tput sgr0 (ESC ( B, ECMA-35 nF)", "\x1b[1m\x1b(Btouch: cannot touch '/etc/x': Read-only file system\x1b(B\x1b[m", msg},
+		{"cursor save and restore (ESC 7, ESC 8: Fp), reset (ESC c: Fs)", "\x1b7\x1bctouch: cannot touch '/etc/x': Read-only file system\x1b8", msg},
 		{"two-byte sequences", "\x1bEtouch: cannot touch '/etc/x': Read-only file system\x1bM", msg},
 		{"signature split by colours", "touch: cannot touch '/etc/x': Read-only \x1b[1mfile\x1b[22m system", msg},
 		{"DCS (sixel) before the message, ST", "\x1bPq#0;2;0;0;0#1!7~\x1b\\" + msg, msg},
