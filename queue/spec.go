@@ -707,8 +707,8 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 				p.at(sc, k, `expected an IANA time zone name like "Europe/Paris" or "UTC"`)
 				continue
 			}
-			if _, err := time.LoadLocation(s); err != nil {
-				p.at(sc, k, fmt.Sprintf(`unknown time zone %q: expected an IANA name like "Europe/Paris" or "UTC"`, s))
+			if err := checkZone(s); err != nil {
+				p.at(sc, k, err.Error())
 				continue
 			}
 			out.Timezone, fs.set = s, fs.set|fTimezone
@@ -1023,8 +1023,8 @@ func validateSpecs(file string, specs []Spec) error {
 			bad(e.key, e.msg)
 		}
 		if s.Timezone != "" && !zones[s.Timezone] {
-			if _, err := time.LoadLocation(s.Timezone); err != nil {
-				bad("timezone", fmt.Sprintf("unknown time zone %q", s.Timezone))
+			if err := checkZone(s.Timezone); err != nil {
+				bad("timezone", err.Error())
 			} else {
 				zones[s.Timezone] = true
 			}
@@ -1041,6 +1041,21 @@ func validateSpecs(file string, specs []Spec) error {
 	if len(errs) > 0 {
 		sortErrors(errs)
 		return &ValidationError{Errors: errs}
+	}
+	return nil
+}
+
+// checkZone refuses a timezone that is not an IANA time zone name
+// time.LoadLocation knows, and "Local": LoadLocation takes it as the
+// zone of the process that reads it (its TZ, /etc/localtime), so a
+// schedule would fire at other hours for `submit`, each worker and
+// `schedules next`.
+func checkZone(name string) error {
+	if name == "Local" {
+		return errors.New(`"Local" is the zone of whichever process reads the job, not one zone: name the zone, like "Europe/Paris", or "UTC"`)
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return fmt.Errorf(`unknown time zone %q: expected an IANA name like "Europe/Paris" or "UTC"`, name)
 	}
 	return nil
 }

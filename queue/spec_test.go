@@ -132,6 +132,7 @@ func TestParseErrors(t *testing.T) {
 		{"hooks wrong element", job("hooks = [\"a\", 2]\n"), 4, "hooks", "element 2 is integer"},
 		{"schedule empty", job("schedule = \"\"\n"), 4, "schedule", "empty schedule"},
 		{"timezone unknown", job("timezone = \"Mars/Olympus\"\n"), 4, "timezone", `unknown time zone "Mars/Olympus"`},
+		{"timezone Local", job("timezone = \"Local\"\n"), 4, "timezone", `"Local" is the zone of whichever process reads the job`},
 		{"timezone wrong type", job("timezone = 2\n"), 4, "timezone", "expected a string"},
 		{"date value", job("timeout = 1979-05-27\n"), 4, "timeout", "got date/time"},
 		{"empty file", "", 1, "", "no job"},
