@@ -108,11 +108,20 @@ func (e *ValidationError) Error() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "queue: invalid jobs (%d errors):", len(e.Errors))
-	for _, fe := range e.Errors {
+	for i, fe := range e.Errors {
+		if i == MaxErrorsShown {
+			fmt.Fprintf(&b, "\n  ... and %d more problems", len(e.Errors)-i)
+			break
+		}
 		b.WriteString("\n  " + fe.String())
 	}
 	return b.String()
 }
+
+// MaxErrorsShown is how many problems ValidationError.Error lists; the
+// rest are counted. A file can hold 100,000 bad names in one after list,
+// and a message of 100,000 lines helps no one.
+const MaxErrorsShown = 50
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,6 +181,26 @@ command = "ok"
 	require.Equal(t, []int{3, 7, 8}, []int{verr.Errors[0].Line, verr.Errors[1].Line, verr.Errors[2].Line})
 	require.Equal(t, `job "b"`, verr.Errors[1].Job)
 	require.True(t, strings.HasPrefix(err.Error(), "queue: invalid jobs (3 errors):\n  batch.toml:3: job \"a\": command: empty command"), err.Error())
+}
+
+// TestValidationErrorCapped: a file with hundreds of problems gets all of
+// them in Errors, but a message listing the first MaxErrorsShown and
+// counting the rest.
+func TestValidationErrorCapped(t *testing.T) {
+	var src strings.Builder
+	const n = 3 * queue.MaxErrorsShown
+	for i := range n {
+		fmt.Fprintf(&src, "[[job]]\nname = \"j%d\"\ncommand = \"true\"\nretries = -1\n", i)
+	}
+	_, err := queue.Parse("many.toml", []byte(src.String()), "")
+	var verr *queue.ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Len(t, verr.Errors, n)
+	msg := err.Error()
+	lines := strings.Split(msg, "\n")
+	require.Len(t, lines, 1+queue.MaxErrorsShown+1, msg)
+	require.Equal(t, fmt.Sprintf("  ... and %d more problems", n-queue.MaxErrorsShown), lines[len(lines)-1])
+	require.Contains(t, lines[queue.MaxErrorsShown], fmt.Sprintf(`job "j%d"`, queue.MaxErrorsShown-1))
 }
 
 func TestParseFile(t *testing.T) {
