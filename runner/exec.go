@@ -397,8 +397,13 @@ func canonicalPrefix(path string) string {
 	return resolved
 }
 
-// check refuses a workspace_write policy that reaches a protected path.
-func (f Fence) check(pol sandbox.Policy) error {
+// Check returns the error a worker with this fence refuses pol with, or
+// nil when the fence allows it. Only a workspace_write policy can be
+// refused: when its workspace or a writable root contains a protected path
+// or is one, or lies inside the state directory anywhere but under
+// <state>/workspaces/. Check reads the file system only through the paths
+// resolved by [FenceFor]; it is safe for concurrent use.
+func (f Fence) Check(pol sandbox.Policy) error {
 	if pol.Mode() != sandbox.ModeWorkspaceWrite {
 		return nil
 	}
@@ -443,7 +448,7 @@ func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
 	if err != nil {
 		return pol, nil, err
 	}
-	if err := f.check(pol); err != nil {
+	if err := f.Check(pol); err != nil {
 		return pol, nil, err
 	}
 	argv, err := sandbox.Confine(j.Argv, pol)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/runner"
 	"paddock/sandbox"
 )
 
@@ -42,7 +43,15 @@ Without --workspace the workspace is the current directory, made absolute
 with symlinks resolved: bound writable (workspace_write) or read-only
 (read_only), and the command's working directory (--chdir);
 danger_full_access binds nothing. From / or a system directory such as
-/usr, confine refuses, whatever the mode.`,
+/usr, confine refuses, whatever the mode.
+
+When a paddock worker (with the same --config and --state-dir) would
+refuse to run a job with this policy, because the workspace or a
+--writable path contains or lies in what paddock protects (its state
+directory, config, hooks, its own binary, bwrap), confine still prints
+the argv and exits 0, and writes the worker's reason on stderr as
+"paddock: warning: a paddock worker would not run a job with this
+workspace: REASON" (with --json, a "confine_warning" object).`,
 		Example: `  paddock confine -- make test
   paddock confine --mode read_only --workspace ./src --network=false -- sh -c 'ls'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -52,7 +61,14 @@ danger_full_access binds nothing. From / or a system directory such as
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runConfine(cmd.Context(), opts, gopts, args, cmd.OutOrStdout())
+			// The fence a worker would build; without a usable config,
+			// the one of the defaults (binary, bwrap, default state).
+			cfg, stateDir, err := loadConfig(cmd, gopts)
+			if err != nil {
+				cfg, stateDir = runner.Config{}, ""
+			}
+			fence := runner.FenceFor(stateDir, cfg, defaultPaths()...)
+			return runConfine(cmd.Context(), opts, gopts, &fence, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -63,7 +79,9 @@ danger_full_access binds nothing. From / or a system directory such as
 	return cmd
 }
 
-func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, args []string, out io.Writer) error {
+// runConfine writes the confined argv to out. When fence is not nil and
+// refuses the policy, it writes a warning to errOut and still succeeds.
+func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, fence *runner.Fence, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
 		return usagef("confine: no command given (usage: paddock confine [flags] -- ARGV...)")
 	}
@@ -93,6 +111,16 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	argv, err := sandbox.Confine(args, policy)
 	if err != nil {
 		return err
+	}
+	if fence != nil {
+		if ferr := fence.Check(policy); ferr != nil {
+			msg := "a paddock worker would not run a job with this workspace: " + ferr.Error()
+			if gopts.JSON {
+				writeJSON(errOut, map[string]any{"message_type": "confine_warning", "message": msg})
+			} else {
+				fmt.Fprintf(errOut, "paddock: warning: %s\n", msg)
+			}
+		}
 	}
 	if gopts.JSON {
 		return writeJSON(out, argv)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func TestConfineCommandUsageErrors(t *testing.T) {
 func TestConfineCommandDanger(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	err := runConfine(context.Background(), ConfineOptions{Mode: "danger_full_access", Network: true}, &GlobalOptions{}, []string{"sh", "-c", "echo 'x y'"}, &out)
+	err := runConfine(context.Background(), ConfineOptions{Mode: "danger_full_access", Network: true}, &GlobalOptions{}, nil, []string{"sh", "-c", "echo 'x y'"}, &out, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, `sh -c 'echo '\''x y'\'''`+"\n", out.String())
 }
@@ -43,7 +44,7 @@ func TestConfineCommandJSON(t *testing.T) {
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	var out bytes.Buffer
-	err = runConfine(context.Background(), ConfineOptions{Mode: "workspace_write", Workspace: ws, Network: false, Writable: []string{"/var/tmp"}}, &GlobalOptions{JSON: true}, []string{"make", "test"}, &out)
+	err = runConfine(context.Background(), ConfineOptions{Mode: "workspace_write", Workspace: ws, Network: false, Writable: []string{"/var/tmp"}}, &GlobalOptions{JSON: true}, nil, []string{"make", "test"}, &out, io.Discard)
 	require.NoError(t, err)
 	var argv []string
 	require.NoError(t, json.Unmarshal(out.Bytes(), &argv), "--json prints a bare array of strings, as issue 2 asks")
@@ -84,4 +85,45 @@ func TestE2EConfineDefaultWorkspace(t *testing.T) {
 	help, _, code := b.Run("confine", "--help")
 	require.Equal(t, 0, code)
 	require.Contains(t, help, "Without --workspace the workspace is the current directory")
+}
+
+// A workspace a worker would refuse (here: one containing the state
+// directory) still gets its argv and exit 0, with the worker's reason on
+// stderr; an ordinary directory gets no warning.
+func TestE2EConfineWarnsWhatAWorkerRefuses(t *testing.T) {
+	t.Parallel()
+	requireBwrapCmd(t)
+	b := e2etest.Setup(t, "")
+	dir, err := filepath.EvalSymlinks(b.Dir) // contains b.State
+	require.NoError(t, err)
+	state, err := filepath.EvalSymlinks(filepath.Dir(b.State))
+	require.NoError(t, err)
+	state = filepath.Join(state, filepath.Base(b.State))
+
+	out, errOut, code := b.RunIn(dir, "", "confine", "--mode", "workspace_write", "--workspace", ".", "--", "make", "test")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, " --bind "+dir+" "+dir+" --chdir "+dir+" -- make test\n")
+	require.Equal(t, "paddock: warning: a paddock worker would not run a job with this workspace: runner: "+dir+" contains "+state+", which paddock keeps out of every job's reach", strings.SplitN(errOut, " (", 2)[0])
+	require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
+
+	out, errOut, code = b.RunIn(dir, "", "--json", "confine", "--", "make", "test")
+	require.Equal(t, 0, code, errOut)
+	var argv []string
+	require.NoError(t, json.Unmarshal([]byte(out), &argv))
+	var warn map[string]string
+	require.NoError(t, json.Unmarshal([]byte(errOut), &warn), errOut)
+	require.Equal(t, "confine_warning", warn["message_type"])
+	require.Contains(t, warn["message"], "a paddock worker would not run a job with this workspace: runner: "+dir+" contains "+state+",")
+
+	// read_only writes nothing: no warning.
+	_, errOut, code = b.RunIn(dir, "", "confine", "--mode", "read_only", "--", "true")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+
+	plain, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	out, errOut, code = b.RunIn(plain, "", "confine", "--", "make", "test")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, " --bind "+plain+" "+plain+" ")
+	require.Empty(t, errOut)
 }
