@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -61,10 +62,15 @@ type InboxResult struct {
 //
 //	write inbox/.build.toml.tmp, then rename it to inbox/build.toml
 //
-// The inbox ignores dotfiles, names not ending in ".toml", directories and
-// anything in subdirectories, and takes a file only once its size and
-// modification time have stayed the same for the settle period, so a file
-// still being written in place is not read half-way either.
+// The inbox ignores dotfiles, names not ending in ".toml" and anything in
+// subdirectories, and takes a file only once its size and modification
+// time have stayed the same for the settle period, so a file still being
+// written in place is not read half-way either.
+//
+// Only regular files are read. A ".toml" entry that is anything else (a
+// symbolic link, a named pipe, a directory, a device or a socket) is
+// rejected at first sight, unread: it is moved (renamed, never opened, a
+// link never followed) to rejected/ with a ".error" file saying what it is.
 //
 // Each file is one batch: enqueued whole and moved to accepted/, or refused
 // whole and moved to rejected/ with a "<name>.error" file beside it saying
@@ -154,9 +160,6 @@ func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
 		return nil, fmt.Errorf("queue: inbox: %w", err)
 	}
 	for _, e := range left {
-		if !e.Type().IsRegular() {
-			continue
-		}
 		r, err := in.recover(ctx, e.Name())
 		if err != nil {
 			return out, err
@@ -173,7 +176,11 @@ func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
 	var ready []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".toml") || !e.Type().IsRegular() {
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".toml") {
+			continue
+		}
+		if !e.Type().IsRegular() {
+			ready = append(ready, name) // rejected unread by take: nothing to settle
 			continue
 		}
 		fi, err := e.Info()
@@ -241,7 +248,13 @@ func exists(p string) bool {
 func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, error) {
 	proc := filepath.Join(in.processing, final)
 	res := InboxResult{File: name}
-	data, err := readCapped(proc)
+	var data []byte
+	fi, err := os.Lstat(proc)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, fileKind(fi.Mode()))
+	} else if err == nil {
+		data, err = readCapped(proc)
+	}
 	var specs []Spec
 	if err == nil {
 		specs, err = Parse(name, data, in.dir)
@@ -300,15 +313,47 @@ func (in *Inbox) recover(ctx context.Context, final string) (InboxResult, error)
 	return in.take(ctx, final, final)
 }
 
+// fileKind names what a non-regular file is, with its article.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
+// readCapped reads a regular file of at most InboxMaxBytes. It follows no
+// symlink and does not block on a FIFO (one swapped in after the caller's
+// Lstat is refused, not read).
 func readCapped(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("queue: %s is %s; the inbox reads only regular files", filepath.Base(path), fileKind(fi.Mode()))
 	}
 	if fi.Size() > InboxMaxBytes {
 		return nil, fmt.Errorf("queue: file is %d bytes; the inbox takes at most %d", fi.Size(), InboxMaxBytes)
 	}
-	return os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, InboxMaxBytes+1))
+	if err == nil && len(data) > InboxMaxBytes {
+		err = fmt.Errorf("queue: file grew past %d bytes; the inbox takes at most %d", InboxMaxBytes, InboxMaxBytes)
+	}
+	return data, err
 }
 
 // errorText is the .error file: one problem per line.

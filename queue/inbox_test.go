@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +97,64 @@ func TestInbox(t *testing.T) {
 		require.Equal(t, filepath.Join(inbox, "rejected", "good-2.toml"), res[0].Path, "names stay unique across accepted/ and rejected/")
 	})
 
+	// A .toml entry that is not a regular file is rejected at first sight,
+	// moved unread: a FIFO is not opened (the scan would block), a symlink
+	// is not followed, a directory is not entered.
+	t.Run("NotRegularRejected", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		inbox := b.in.Dir()
+		outside := filepath.Join(b.dir, "secret.toml") // a valid job file outside the inbox
+		write(t, outside, "name = \"leaked\"\ncommand = \"true\"\n")
+		require.NoError(t, os.Symlink(outside, filepath.Join(inbox, "link.toml")))
+		require.NoError(t, syscall.Mkfifo(filepath.Join(inbox, "pipe.toml"), 0o644))
+		require.NoError(t, os.Mkdir(filepath.Join(inbox, "dir.toml"), 0o755))
+		write(t, filepath.Join(inbox, "dir.toml", "inner.toml"), "name = \"inner\"\ncommand = \"true\"\n")
+		write(t, filepath.Join(inbox, "good.toml"), "name = \"good\"\ncommand = \"true\"\n")
+
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second) // a FIFO opened would block
+		defer cancel()
+		res, err := b.in.Scan(ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 3, "the odd entries at first sight; good.toml waits to settle")
+		want := map[string]string{"dir.toml": "is a directory", "link.toml": "is a symbolic link", "pipe.toml": "is a named pipe (FIFO)"}
+		for _, r := range res {
+			kind, ok := want[r.File]
+			require.True(t, ok, r.File)
+			require.Error(t, r.Err)
+			require.Nil(t, r.Jobs)
+			require.Equal(t, filepath.Join(inbox, "rejected", r.File), r.Path)
+			msg, err := os.ReadFile(r.Path + ".error")
+			require.NoError(t, err)
+			require.Equal(t, "queue: "+r.File+" "+kind+"; the inbox reads only regular files, and moves anything else here unread\n", string(msg))
+			_, err = os.Lstat(filepath.Join(inbox, r.File))
+			require.ErrorIs(t, err, os.ErrNotExist, "moved out of the inbox")
+		}
+		fi, err := os.Lstat(filepath.Join(inbox, "rejected", "link.toml"))
+		require.NoError(t, err)
+		require.NotZero(t, fi.Mode()&os.ModeSymlink, "the link itself moved")
+		fi, err = os.Lstat(filepath.Join(inbox, "rejected", "pipe.toml"))
+		require.NoError(t, err)
+		require.NotZero(t, fi.Mode()&os.ModeNamedPipe)
+		require.FileExists(t, filepath.Join(inbox, "rejected", "dir.toml", "inner.toml"))
+		require.FileExists(t, outside, "the link's target is untouched")
+
+		b.clock.Advance(2 * time.Second)
+		res, err = b.in.Scan(ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		require.Equal(t, "good.toml", res[0].File)
+		require.NoError(t, res[0].Err)
+		require.Len(t, res[0].Jobs, 1)
+		c, err := b.st.JobCounts(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, c[queue.StateQueued], "only the regular file was enqueued")
+		for _, n := range []string{"leaked", "inner"} {
+			_, err = b.st.JobGet(b.ctx, n)
+			require.ErrorIs(t, err, queue.ErrNotFound, n)
+		}
+	})
+
 	t.Run("GrowingFileWaits", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -132,9 +191,14 @@ func TestInbox(t *testing.T) {
 		write(t, filepath.Join(inbox, ".processing", "x.toml"), src)
 		// A crash before enqueue.
 		write(t, filepath.Join(inbox, ".processing", "y.toml"), "name = \"fresh\"\ncommand = \"true\"\n")
+		// A crash after moving a symlink there: rejected, not followed.
+		write(t, filepath.Join(b.dir, "out.toml"), "name = \"out\"\ncommand = \"true\"\n")
+		require.NoError(t, os.Symlink(filepath.Join(b.dir, "out.toml"), filepath.Join(inbox, ".processing", "z.toml")))
 		res, err := b.in.Scan(b.ctx)
 		require.NoError(t, err)
-		require.Len(t, res, 2)
+		require.Len(t, res, 3)
+		require.ErrorContains(t, res[2].Err, "z.toml is a symbolic link")
+		require.FileExists(t, filepath.Join(inbox, "rejected", "z.toml.error"))
 		require.FileExists(t, filepath.Join(inbox, "accepted", "x.toml"))
 		require.FileExists(t, filepath.Join(inbox, "accepted", "y.toml"))
 		c, err := b.st.JobCounts(b.ctx)
