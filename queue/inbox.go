@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"paddock/internal/filekind"
 )
 
 // Inbox defaults and limits.
@@ -251,7 +253,7 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 	var data []byte
 	fi, err := os.Lstat(proc)
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, fileKind(fi.Mode()))
+		err = fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, filekind.Of(fi.Mode()))
 	} else if err == nil {
 		data, err = readCapped(proc)
 	}
@@ -313,23 +315,6 @@ func (in *Inbox) recover(ctx context.Context, final string) (InboxResult, error)
 	return in.take(ctx, final, final)
 }
 
-// fileKind names what a non-regular file is, with its article.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
-}
-
 // readCapped reads a regular file of at most InboxMaxBytes. It follows no
 // symlink and does not block on a FIFO (one swapped in after the caller's
 // Lstat is refused, not read).
@@ -344,7 +329,7 @@ func readCapped(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("queue: %s is %s; the inbox reads only regular files", filepath.Base(path), fileKind(fi.Mode()))
+		return nil, fmt.Errorf("queue: %s is %s; the inbox reads only regular files", filepath.Base(path), filekind.Of(fi.Mode()))
 	}
 	if fi.Size() > InboxMaxBytes {
 		return nil, fmt.Errorf("queue: file is %d bytes; the inbox takes at most %d", fi.Size(), InboxMaxBytes)

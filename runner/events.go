@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"paddock/internal/filekind"
 )
 
 // Event is one line of the event log: a job changed state.
@@ -97,26 +99,9 @@ func CheckEventFile(f *os.File) error {
 		return fmt.Errorf("event log: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is a %s", ErrEventLogNotRegular, f.Name(), fileKind(fi.Mode()))
+		return fmt.Errorf("%w: %s is %s", ErrEventLogNotRegular, f.Name(), filekind.Of(fi.Mode()))
 	}
 	return nil
-}
-
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeNamedPipe != 0:
-		return "named pipe (FIFO)"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeCharDevice != 0:
-		return "character device"
-	case m&os.ModeDevice != 0:
-		return "block device"
-	}
-	return "file of type " + m.Type().String()
 }
 
 // Append writes e. Errors are returned but a worker only logs them: losing
