@@ -223,14 +223,10 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 		var errb strings.Builder
 		w.Stderr = &errb
 		require.NoError(t, w.Start())
-		// Signals go once the worker has its store open (its -shm file
-		// exists while it is; the submit's went with it), while the hook
-		// still compiles.
-		shm := filepath.Join(b.State, DatabaseFile+"-shm")
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(shm); err == nil {
-				break
-			}
+		// Signals go once the worker has its store open (it holds the
+		// -shm file open while it is: the file's existence would not do,
+		// another process may hold it), while the hook still compiles.
+		for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, DatabaseFile+"-shm"); time.Sleep(5 * time.Millisecond) {
 			require.False(t, time.Now().After(deadline), "the worker never opened its store")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -272,6 +268,7 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	_, err = conn.ExecContext(context.Background(), "ROLLBACK")
 	require.NoError(t, err)
 	require.NoError(t, conn.Close())
+	require.NoError(t, db.Close())
 	require.Equal(t, 1, exitCode(w, &early), early.String())
 	require.Contains(t, early.String(), "stopped before the queue was drained: 1 job(s) queued or running")
 
