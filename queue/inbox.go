@@ -227,6 +227,16 @@ func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
 	return out, nil
 }
 
+// Pending returns how many job files the last Scan saw and left in the
+// inbox to settle (their size or modification time changed within the
+// settle period); they are taken by a later Scan. A `worker --drain`
+// does not stop while there are any. Safe for concurrent use.
+func (in *Inbox) Pending() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.seen)
+}
+
 // freeName picks a name free in both accepted/ and rejected/.
 func (in *Inbox) freeName(name string) string {
 	stem := strings.TrimSuffix(name, ".toml")

@@ -55,7 +55,8 @@ type WorkerOptions struct {
 	// start may precede the previous one's end; processes never overlap.
 	// Defaults to Executor.Config.Concurrency.
 	Concurrency int
-	// Drain makes Run return once nothing is queued or running.
+	// Drain makes Run return once nothing is queued or running, and no
+	// job file waits in the inbox to settle.
 	Drain  bool
 	Logger *slog.Logger
 	Events *EventLog
@@ -237,7 +238,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				w.passDone(false)
 			}
 		}
-		if w.o.Drain && claimed == 0 && w.inflightCount() == 0 {
+		// A drain also waits for the inbox's files to settle: they are
+		// the queue's next jobs.
+		if w.o.Drain && claimed == 0 && w.inflightCount() == 0 && (w.o.Inbox == nil || w.o.Inbox.Pending() == 0) {
 			counts, err := w.o.Store.JobCounts(ctx)
 			if err == nil && counts[queue.StateQueued] == 0 && counts[queue.StateRunning] == 0 {
 				break

@@ -27,7 +27,7 @@ import (
 type WorkerOptions struct {
 	// Concurrency overrides the config's concurrency when > 0.
 	Concurrency int
-	// Drain exits once nothing is queued or running.
+	// Drain exits once nothing is queued or running and no inbox file waits to settle.
 	Drain bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
@@ -41,7 +41,7 @@ type WorkerOptions struct {
 func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 0, fmt.Sprintf("jobs run at once (default: the config's concurrency, else the number of CPUs, %d)", runtime.NumCPU()))
-	f.BoolVar(&o.Drain, "drain", false, "exit once nothing is queued or running: 0 if every job this worker finished succeeded, 1 otherwise")
+	f.BoolVar(&o.Drain, "drain", false, "exit once nothing is queued or running and no inbox file waits to settle: 0 if every job this worker finished succeeded, 1 otherwise")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr; JSON with --json)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run, start-up included, to this file (pprof format)")
 	_ = f.MarkHidden("cpuprofile")

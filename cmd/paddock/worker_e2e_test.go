@@ -355,3 +355,19 @@ func TestE2EWorkerWithoutEventLog(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EDrainTakesInbox: `worker --drain` runs the jobs of a file that
+// lands in the inbox before it starts, not only those already queued: it
+// waits for the file to settle (a second) before it stops.
+func TestE2EDrainTakesInbox(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	inbox := filepath.Join(b.State, "inbox")
+	require.NoError(t, os.MkdirAll(inbox, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(inbox, "good.toml"), []byte("name = \"good\"\nmode = \"read_only\"\ncommand = [\"/bin/true\"]\n"), 0o644))
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "succeeded", b.Show("good").State, errOut)
+	_, err := os.Stat(filepath.Join(inbox, "accepted", "good.toml"))
+	require.NoError(t, err)
+}
