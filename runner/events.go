@@ -74,8 +74,20 @@ func OpenEventLog(path string, maxBytes int64) (*EventLog, error) {
 // keeps none; it is also what a wait reads, and a wait reading /dev/zero
 // would never reach its end. Returns ErrEventLogNotRegular (wrapped) for
 // anything else.
+//
+// A missing log is created with O_EXCL, which follows no symlink: a link
+// to nothing at path is refused (the open without O_CREAT then finds no
+// file), not a cause to create its target wherever it points.
 func openEventFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o600)
+	const flags = os.O_APPEND | os.O_WRONLY | syscall.O_NONBLOCK
+	f, err := os.OpenFile(path, flags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			// Another worker made it since, or path is a dangling link.
+			f, err = os.OpenFile(path, flags, 0)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

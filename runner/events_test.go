@@ -89,7 +89,8 @@ func TestEventLogRotates(t *testing.T) {
 
 // TestOpenEventLogNotRegular: only a regular file (or a link to one) is
 // an event log: a device that never ends, or a FIFO that nothing reads
-// (whose open would block), is refused at once, saying what it is.
+// (whose open would block), is refused at once, saying what it is; a
+// link to nothing is refused, its target not created.
 func TestOpenEventLogNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	zero := filepath.Join(dir, "zero.jsonl")
@@ -120,11 +121,28 @@ func TestOpenEventLogNotRegular(t *testing.T) {
 	_, err = OpenEventLog(fifo, 0)
 	require.ErrorIs(t, err, ErrEventLogNotRegular)
 	require.ErrorContains(t, err, "named pipe (FIFO)")
+	// A link to nothing is refused, and its target is not created.
+	dangling := filepath.Join(dir, "dangling.jsonl")
+	target := filepath.Join(dir, "elsewhere", "..", "nothing.jsonl")
+	require.NoError(t, os.Symlink(target, dangling))
+	_, err = OpenEventLog(dangling, 0)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Lstat(filepath.Join(dir, "nothing.jsonl"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the link's target was created")
+	// A missing log is created.
+	fresh := filepath.Join(dir, "fresh.jsonl")
+	l, err := OpenEventLog(fresh, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	fi, err := os.Stat(fresh)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	// A link to a regular file will do.
 	real := filepath.Join(dir, "real.jsonl")
+	require.NoError(t, os.WriteFile(real, nil, 0o600))
 	link := filepath.Join(dir, "link.jsonl")
 	require.NoError(t, os.Symlink(real, link))
-	l, err := OpenEventLog(link, 0)
+	l, err = OpenEventLog(link, 0)
 	require.NoError(t, err)
 	require.NoError(t, l.Append(Event{Type: "started", JobID: "x"}))
 	require.NoError(t, l.Close())
