@@ -260,13 +260,7 @@ func exists(p string) bool {
 func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, error) {
 	proc := filepath.Join(in.processing, final)
 	res := InboxResult{File: name}
-	var data []byte
-	fi, err := os.Lstat(proc)
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, filekind.Of(fi.Mode()))
-	} else if err == nil {
-		data, err = readCapped(proc)
-	}
+	data, err := readCapped(proc, name)
 	var specs []Spec
 	if err == nil {
 		specs, err = Parse(name, data, in.dir)
@@ -325,21 +319,32 @@ func (in *Inbox) recover(ctx context.Context, final string) (InboxResult, error)
 	return in.take(ctx, final, final)
 }
 
-// readCapped reads a regular file of at most InboxMaxBytes. It follows no
-// symlink and does not block on a FIFO (one swapped in after the caller's
-// Lstat is refused, not read).
-func readCapped(path string) ([]byte, error) {
+// readCapped reads the regular file at path, of at most InboxMaxBytes;
+// name is the file's name in the inbox, for messages. Anything else is
+// refused unread: its type comes from Lstat (a symlink is not followed),
+// and the open (O_NOFOLLOW, O_NONBLOCK: a FIFO cannot block it) is checked
+// again, for an entry swapped in between.
+func readCapped(path, name string) ([]byte, error) {
+	notRegular := func(m fs.FileMode) error {
+		return fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, filekind.Of(m))
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, notRegular(fi.Mode())
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	if fi, err = f.Stat(); err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("queue: %s is %s; the inbox reads only regular files", filepath.Base(path), filekind.Of(fi.Mode()))
+		return nil, notRegular(fi.Mode())
 	}
 	if fi.Size() > InboxMaxBytes {
 		return nil, fmt.Errorf("queue: file is %d bytes; the inbox takes at most %d", fi.Size(), InboxMaxBytes)
