@@ -118,22 +118,25 @@ var denialSignatureBytes = func() [][]byte {
 // it holds a signature, or an escape sequence ([stripEscapes] leaves a
 // line without one as it is) that may hide a split signature.
 func mayDeny(text []byte) bool {
+	return hasSignature(text) || hasEscapeStart(text)
+}
+
+// hasSignature reports whether b holds one of the denial signatures.
+func hasSignature(b []byte) bool {
 	for _, sig := range denialSignatureBytes {
-		if bytes.Contains(text, sig) {
+		if bytes.Contains(b, sig) {
 			return true
 		}
 	}
-	return hasEscapeStart(text)
+	return false
 }
 
 // lineMayDeny is mayDeny for one line, closer: a line with an escape
 // sequence but no signature may deny only if it holds the bytes of a
 // signature in order (stripEscapes only removes bytes).
 func lineMayDeny(line []byte) bool {
-	for _, sig := range denialSignatureBytes {
-		if bytes.Contains(line, sig) {
-			return true
-		}
+	if hasSignature(line) {
+		return true
 	}
 	if !hasEscapeStart(line) {
 		return false
