@@ -47,7 +47,7 @@ type checkResult struct {
 }
 
 func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file string) error {
-	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
+	files, err := parseJobFiles(ctx, []string{file}, cmd.InOrStdin())
 	if err != nil {
 		return err
 	}

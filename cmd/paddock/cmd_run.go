@@ -55,7 +55,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	// "SIGPIPE"); the echo ignores them and the job runs to its end. The
 	// job keeps SIGPIPE's default action, which signal.Ignore would pass on.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	files, err := parseJobFiles([]string{file}, cmd.InOrStdin())
+	files, err := parseJobFiles(ctx, []string{file}, cmd.InOrStdin())
 	if err != nil {
 		return notEnqueued(err)
 	}

@@ -66,7 +66,11 @@ type parsedFile struct {
 // or one usage error listing every problem of every file (a
 // *jobFileProblems: submit and run head it with [notEnqueued], check does
 // not, as it never enqueues).
-func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
+//
+// Reading a file or stdin can block for good (a named pipe nothing writes
+// to, a terminal): ctx ending (SIGINT, SIGTERM) then ends the command with
+// exitInterrupted, which the read itself, in a system call, would not.
+func parseJobFiles(ctx context.Context, args []string, stdin io.Reader) ([]parsedFile, error) {
 	if err := checkGivenOnce(args, stdin); err != nil {
 		return nil, err
 	}
@@ -74,9 +78,9 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 	var errs []string
 	for _, arg := range args {
 		if arg == "-" {
-			data, err := io.ReadAll(stdin)
+			data, err := interruptible(ctx, queue.StdinName, func() ([]byte, error) { return io.ReadAll(stdin) })
 			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", queue.StdinName, err)
+				return nil, err
 			}
 			wd, _ := os.Getwd()
 			specs, err := queue.Parse(queue.StdinName, data, wd)
@@ -87,7 +91,15 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 			out = append(out, parsedFile{name: queue.StdinName, specs: specs, data: data})
 			continue
 		}
-		specs, data, err := queue.ParseFile(arg)
+		var specs []queue.Spec
+		data, err := interruptible(ctx, arg, func() (data []byte, err error) {
+			specs, data, err = queue.ParseFile(arg)
+			return data, err
+		})
+		var ec *exitCodeError
+		if errors.As(err, &ec) {
+			return nil, err
+		}
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
@@ -99,6 +111,32 @@ func parseJobFiles(args []string, stdin io.Reader) ([]parsedFile, error) {
 		return nil, &usageError{&jobFileProblems{errs}}
 	}
 	return out, nil
+}
+
+// interruptible runs read, which reads the job file name, and returns
+// what it returns, unless ctx ends first: then an exitInterrupted error
+// naming the file (the read goes on in its goroutine until the process
+// exits). A read error of stdin is returned as a plain error, a file's as
+// read returns it.
+func interruptible(ctx context.Context, name string, read func() ([]byte, error)) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := read()
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && name == queue.StdinName {
+			return nil, fmt.Errorf("read %s: %w", name, r.err)
+		}
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, &exitCodeError{code: exitInterrupted, err: fmt.Errorf("interrupted while reading %s", name)}
+	}
 }
 
 // jobFileProblems lists what is wrong with the job files of one command,
@@ -185,7 +223,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	if err := checkWaitTimeout(opts.Timeout); err != nil {
 		return err
 	}
-	files, err := parseJobFiles(args, cmd.InOrStdin())
+	files, err := parseJobFiles(ctx, args, cmd.InOrStdin())
 	if err != nil {
 		return notEnqueued(err)
 	}

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -360,4 +362,42 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 		}
 	}
 	requireNothingQueued(t, b)
+}
+
+// TestE2ESubmitInterruptedWhileReading: a job file that blocks its reader
+// (a named pipe nothing writes to, or stdin left open) does not make
+// submit deaf to signals: SIGTERM ends it with exit 130, saying what it
+// was reading, and nothing is enqueued. A pipe that is written is read.
+func TestE2ESubmitInterruptedWhileReading(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	fifo := filepath.Join(b.Dir, "jobs.toml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, args := range [][]string{{"submit", fifo}, {"submit", "-"}, {"check", fifo}} {
+		c := b.Cmd(context.Background(), args...)
+		var errb strings.Builder
+		c.Stderr = &errb
+		stdin, err := c.StdinPipe() // left open: "-" waits on it
+		require.NoError(t, err)
+		require.NoError(t, c.Start())
+		time.Sleep(300 * time.Millisecond) // reading by now
+		require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+		err = c.Wait()
+		stdin.Close()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: %s", args, errb.String())
+		require.Equal(t, 130, ee.ExitCode(), "%v: %s", args, errb.String())
+		require.Contains(t, errb.String(), "interrupted while reading", args)
+	}
+	requireNothingQueued(t, b)
+
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.WriteString("name = \"p1\"\ncommand = \"true\"\n")
+			f.Close()
+		}
+	}()
+	_, errOut, code := b.Run("submit", fifo)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "queued", b.Show("p1").State)
 }
