@@ -25,7 +25,7 @@ const (
 	InboxSettleDefault = time.Second
 	// InboxMaxBytes is the largest job file the inbox reads; larger files
 	// are rejected.
-	InboxMaxBytes = 64 << 20
+	InboxMaxBytes = MaxJobFileBytes
 )
 
 // InboxOptions configure NewInbox.

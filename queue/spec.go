@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"paddock/internal/filekind"
 	"paddock/internal/suggest"
 )
 
@@ -143,7 +146,7 @@ func (e *ValidationError) Unwrap() []error {
 // JobEnqueueParams.Source); on failure, no specs and either the read error
 // (wrapped) or a *ValidationError.
 func ParseFile(path string) ([]Spec, []byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := readJobFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("queue: %w", err)
 	}
@@ -1067,4 +1070,32 @@ func checkZone(name string) error {
 		return fmt.Errorf(`unknown time zone %q: expected an IANA name like "Europe/Paris" or "UTC"`, name)
 	}
 	return nil
+}
+
+// MaxJobFileBytes is the largest job file ParseFile (and the inbox) reads,
+// in bytes.
+const MaxJobFileBytes = 64 << 20
+
+// readJobFile reads a job file: a regular file or a pipe (a named pipe, or
+// /dev/fd/N from a shell's process substitution), of at most
+// MaxJobFileBytes. A device, a directory or a socket is refused unread:
+// /dev/zero would never end.
+func readJobFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if m := fi.Mode(); !m.IsRegular() && m&fs.ModeNamedPipe == 0 {
+		return nil, fmt.Errorf("%s is %s; a job file is a regular file or a pipe", path, filekind.Of(m))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxJobFileBytes+1))
+	if err == nil && len(data) > MaxJobFileBytes {
+		err = fmt.Errorf("%s is larger than %d bytes, the most a job file may be", path, MaxJobFileBytes)
+	}
+	return data, err
 }

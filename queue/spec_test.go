@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -260,4 +261,21 @@ func TestParseByteOrderMark(t *testing.T) {
 	_, err = queue.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncomand = \"true\"\n"), "/srv")
 	require.ErrorContains(t, err, "bom.toml:2:")
 	require.Equal(t, 1, queue.KeyLines([]byte("\xef\xbb\xbfafter = [\"x\"]\ncommand = \"true\"\n"))(1, "after"))
+}
+
+// TestParseFileNotAFile: a device (which /dev/zero would make read
+// forever) or a directory is refused unread, saying what it is; a pipe
+// is read.
+func TestParseFileNotAFile(t *testing.T) {
+	for path, says := range map[string]string{"/dev/zero": "is a character device", t.TempDir(): "is a directory"} {
+		_, _, err := queue.ParseFile(path)
+		require.ErrorContains(t, err, says, path)
+	}
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	go func() { w.WriteString("name = \"p\"\ncommand = \"true\"\n"); w.Close() }()
+	specs, _, err := queue.ParseFile(fmt.Sprintf("/proc/self/fd/%d", r.Fd()))
+	require.NoError(t, err)
+	require.Equal(t, "p", specs[0].Name)
+	r.Close()
 }
