@@ -129,6 +129,13 @@ func runJob(t *testing.T, d Discovery, p Policy, u who, argv ...string) jobResul
 	t.Helper()
 	full, err := ConfineWith(argv, p, d)
 	require.NoError(t, err)
+	return runArgv(t, full, p.Mode(), u)
+}
+
+// runArgv runs a confined argv as runJob does, with extra files after
+// the status pipe (fd 4 on).
+func runArgv(t *testing.T, full []string, mode Mode, u who, extra ...*os.File) jobResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pr, pw, err := os.Pipe()
@@ -137,7 +144,7 @@ func runJob(t *testing.T, d Discovery, p Policy, u who, argv ...string) jobResul
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = []*os.File{pw}
+	cmd.ExtraFiles = append([]*os.File{pw}, extra...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: u.cred}
 	require.NoError(t, cmd.Start())
@@ -145,7 +152,7 @@ func runJob(t *testing.T, d Discovery, p Policy, u who, argv ...string) jobResul
 	st := readStatusAfter(t, cmd, pr)
 	require.NoError(t, ctx.Err(), "job timed out; stderr: %s", stderr.String())
 	res := jobResult{status: st, state: cmd.ProcessState, stdout: stdout.String(), stderr: stderr.String()}
-	res.class = Classify(ClassifyParams{Mode: p.Mode(), State: cmd.ProcessState, Status: st, Stderr: stderr.Bytes()})
+	res.class = Classify(ClassifyParams{Mode: mode, State: cmd.ProcessState, Status: st, Stderr: stderr.Bytes()})
 	return res
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 )
 
 // StatusFD is the file descriptor on which bwrap writes its JSON status
@@ -37,23 +39,51 @@ func Confine(argv []string, p Policy) ([]string, error) {
 }
 
 // ConfineWith returns the argv that runs argv under policy p with the bwrap
-// described by d. The result is a new slice; argv is not modified.
+// described by d, binding every root by path. It is [Build] with no
+// descriptors; see there for errors and purity.
+func ConfineWith(argv []string, p Policy, d Discovery) ([]string, error) {
+	return Build(ConfineParams{Argv: argv, Policy: p, Discovery: d})
+}
+
+// ConfineParams are the inputs of [Build].
+type ConfineParams struct {
+	// Argv is the command. Required; it is copied, never modified.
+	Argv []string
+	// Policy is built by [NewPolicy]. Required.
+	Policy Policy
+	// Discovery describes the bwrap to use (usually [Discovered]).
+	Discovery Discovery
+	// RootFDs, when not nil, are the descriptor numbers, as bwrap will
+	// inherit them, of the policy's [Policy.Roots], in that order: each
+	// root is then bound with --bind-fd / --ro-bind-fd instead of by path,
+	// so that what is bound is the directory the caller opened and
+	// checked ([PinRoots]), whatever happens to the path afterwards.
+	// bwrap checks after the mount that it bound the descriptor's inode
+	// and fails otherwise. Defaults to nil (bind by path: for printing).
+	RootFDs []int
+}
+
+// Build returns the argv that runs cp.Argv under cp.Policy with the bwrap
+// described by cp.Discovery. The result is a new slice.
 //
 // It is pure: it spawns nothing, reads no file and searches no PATH. It is
 // safe for concurrent use. The exact shape per grade and mode is in the
-// package documentation; it does not depend on d.Root.
+// package documentation; it does not depend on Discovery.Root.
 //
-// danger_full_access returns a copy of argv unchanged (no bwrap at all).
+// danger_full_access returns a copy of the argv unchanged (no bwrap at
+// all).
 //
 // # Errors
 //
-//   - argv is empty;
-//   - p is the zero Policy (not built by [NewPolicy]);
-//   - d.Grade is not full or partial, or d.Executable is not absolute
-//     (wraps [ErrUnusable]);
-//   - p.Network() is false but d.NetworkIsolation is false (wraps
-//     [ErrNoNetworkIsolation]).
-func ConfineWith(argv []string, p Policy, d Discovery) ([]string, error) {
+//   - the argv is empty;
+//   - the policy is the zero Policy (not built by [NewPolicy]);
+//   - the grade is not full or partial, or the executable is not
+//     absolute (wraps [ErrUnusable]);
+//   - the policy's network is false but Discovery.NetworkIsolation is
+//     false (wraps [ErrNoNetworkIsolation]);
+//   - RootFDs is not nil and does not have one descriptor (>= 3) per root.
+func Build(cp ConfineParams) ([]string, error) {
+	argv, p, d := cp.Argv, cp.Policy, cp.Discovery
 	if len(argv) == 0 {
 		return nil, errors.New("sandbox: empty argv")
 	}
@@ -73,8 +103,19 @@ func ConfineWith(argv []string, p Policy, d Discovery) ([]string, error) {
 	if !p.network && !d.NetworkIsolation {
 		return nil, ErrNoNetworkIsolation
 	}
+	roots := p.Roots()
+	if cp.RootFDs != nil {
+		if len(cp.RootFDs) != len(roots) {
+			return nil, fmt.Errorf("sandbox: %d root descriptors for %d roots", len(cp.RootFDs), len(roots))
+		}
+		for _, fd := range cp.RootFDs {
+			if fd < 3 {
+				return nil, fmt.Errorf("sandbox: root descriptor %d is a standard stream", fd)
+			}
+		}
+	}
 
-	n := 40 + 3*len(p.writable) + len(argv)
+	n := 48 + 4*len(roots) + 5*len(p.hide) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
 	if d.DisableUserns {
@@ -93,15 +134,64 @@ func ConfineWith(argv []string, p Policy, d Discovery) ([]string, error) {
 		}
 		out = append(out, "--tmpfs", "/proc", "--remount-ro", "/proc")
 	}
+	out = d.KernelPaths.appendCover(out, d.Grade)
 	out = append(out, "--tmpfs", "/tmp")
-	if p.mode == ModeReadOnly {
-		out = append(out, "--ro-bind", p.workspace, p.workspace)
-	} else {
-		out = append(out, "--bind", p.workspace, p.workspace)
-		for _, w := range p.writable {
-			out = append(out, "--bind", w, w)
+	for _, m := range mountOrder(roots, p.hide) {
+		if m.hide {
+			out = append(out, "--tmpfs", m.path)
+			continue
 		}
+		bind := "--bind"
+		if p.mode == ModeReadOnly {
+			bind = "--ro-bind"
+		}
+		if cp.RootFDs != nil {
+			out = append(out, bind+"-fd", strconv.Itoa(cp.RootFDs[m.root]), m.path)
+		} else {
+			out = append(out, bind, m.path, m.path)
+		}
+	}
+	for _, h := range p.hide {
+		out = append(out, "--remount-ro", h)
 	}
 	out = append(out, "--chdir", p.cwd, "--")
 	return append(out, argv...), nil
+}
+
+// mount is one root bind or one hidden directory's tmpfs.
+type mount struct {
+	path string
+	hide bool
+	root int // index in the roots, when !hide
+}
+
+// mountOrder orders the roots' binds and the hidden directories' tmpfs
+// mounts so that each comes after every one whose path contains it: a
+// directory hidden inside a root stays hidden, and a root inside a hidden
+// directory is bound back over the tmpfs. Otherwise the order is kept:
+// roots first, in order, then the hidden directories.
+func mountOrder(roots, hide []string) []mount {
+	rest := make([]mount, 0, len(roots)+len(hide))
+	for i, r := range roots {
+		rest = append(rest, mount{path: r, root: i})
+	}
+	for _, h := range hide {
+		rest = append(rest, mount{path: h, hide: true})
+	}
+	out := make([]mount, 0, len(rest))
+	for len(rest) > 0 {
+		// The first mount that no other remaining one contains; there is
+		// always one (containment of distinct paths has no cycle).
+		pick := 0
+		for i, m := range rest {
+			contained := slices.ContainsFunc(rest, func(o mount) bool { return o.path != m.path && Within(m.path, o.path) })
+			if !contained {
+				pick = i
+				break
+			}
+		}
+		out = append(out, rest[pick])
+		rest = slices.Delete(rest, pick, pick+1)
+	}
+	return out
 }

@@ -3,13 +3,15 @@
 // workspace, the extra writable roots it was given, a private /tmp and the
 // standard device nodes.
 //
-// The package has four parts:
+// The package has five parts:
 //
 //   - [NewPolicy] checks and canonicalises what a job asks for (mode,
 //     workspace, cwd, network, writable roots);
-//   - [Confine] / [ConfineWith] turn an argv and a [Policy] into the bwrap
-//     argv. They are pure: no process is spawned, no file is read, no PATH
-//     is searched, and they cost well under a microsecond;
+//   - [Build] (and [Confine] / [ConfineWith]) turn an argv and a [Policy]
+//     into the bwrap argv. They are pure: no process is spawned, no file is
+//     read, no PATH is searched, and they cost well under a microsecond;
+//   - [PinRoots] opens a policy's roots without following any symlink, so
+//     that Build binds those descriptors, not paths;
 //   - [Probe] finds the absolute bwrap and the [Grade] this host supports,
 //     by running real sandboxes, and memoizes a usable result, which
 //     [Discovered] returns; [ProbeCached] also keeps a usable result in a
@@ -42,7 +44,7 @@
 //
 // Base mounts, full grade:
 //
-//	--ro-bind / / --dev /dev --proc /proc
+//	--ro-bind / / --dev /dev --proc /proc <kernel paths>
 //
 // Base mounts, partial grade (a host that cannot mount a fresh /dev or
 // /proc, such as an unprivileged container with masked /proc paths):
@@ -51,17 +53,35 @@
 //	--dev-bind /dev/null /dev/null   --dev-bind /dev/zero /dev/zero
 //	--dev-bind /dev/full /dev/full   --dev-bind /dev/random /dev/random
 //	--dev-bind /dev/urandom /dev/urandom
-//	--tmpfs /proc --remount-ro /proc
+//	--tmpfs /proc --remount-ro /proc <kernel paths under /sys>
 //
-// Mode mounts:
+// The kernel paths ([KernelPaths], those of runc's and Docker's lists that
+// exist on the host, found by the probe) follow: /proc/sys,
+// /proc/sysrq-trigger, /proc/bus, /proc/fs and /proc/irq are bound
+// read-only over themselves (--ro-bind P P); /proc/kcore, /proc/keys,
+// /proc/timer_list, /proc/timer_stats, /proc/sched_debug,
+// /proc/latency_stats and /proc/interrupts are covered with /dev/null
+// (--ro-bind /dev/null P, nodev: opening them fails); /proc/acpi,
+// /proc/asound, /proc/scsi, /sys/firmware and
+// /sys/devices/virtual/powercap get an empty read-only tmpfs. Each
+// entry's reason is in [KernelPathReasons].
 //
-//	read_only:          --tmpfs /tmp --ro-bind WS WS
-//	workspace_write:    --tmpfs /tmp --bind WS WS [--bind P P]...
+// Mode mounts, after --tmpfs /tmp:
+//
+//	read_only:          --ro-bind WS WS
+//	workspace_write:    --bind WS WS [--bind P P]...
 //	danger_full_access: no bwrap at all; the argv is returned unchanged.
 //
-// WS is the canonical workspace and P each extra writable root, in the order
-// given. The read-only re-bind of WS in read_only mode keeps a workspace
-// under /tmp visible under the fresh tmpfs.
+// WS is the canonical workspace and P each extra writable root. With
+// [ConfineParams].RootFDs each becomes --ro-bind-fd FD WS or --bind-fd FD
+// P: the directory bound is the one the caller opened ([PinRoots]), and
+// bwrap fails ("Race condition binding dirfd") rather than bind anything
+// else. Hidden directories ([PolicyParams].Hide) get --tmpfs H among the
+// roots, ordered so that each mount comes after every one whose path
+// contains it (a root inside H is bound back over the tmpfs; H inside a
+// root is covered), and --remount-ro H after all of them. The read-only
+// re-bind of WS in read_only mode keeps a workspace under /tmp visible
+// under the fresh tmpfs.
 //
 // # Choices and why
 //
@@ -80,6 +100,15 @@
 //     already refuses that to a capability-less job, but the tmpfs removes
 //     the path instead of relying on one check. The cost: no /proc at all
 //     (no ps, no /proc/self, no /dev/fd) at the partial grade.
+//   - /proc/sys read-only at the full grade: inside the user namespace a
+//     root worker's job is host uid 0, and procfs lets the owner of a
+//     sysctl write it with no capability (kernel.core_pattern would run a
+//     program as root on the host). bwrap covers /proc/sys itself only
+//     when access(2) finds the directory writable, which it never is.
+//   - Roots bound by descriptor: a path checked and then handed to bwrap
+//     can be swapped in between (a concurrent job exchanging a directory
+//     and a symlink with renameat2); a descriptor opened without following
+//     symlinks cannot.
 //   - --unshare-pid is kept at both grades: bwrap is then the init of the
 //     job's pid namespace and, when it dies, the kernel kills every process
 //     in it, including a grandchild that called setsid to leave the process
@@ -142,10 +171,12 @@
 //     top-level system directories (/usr, /etc, /var, …) and anything under
 //     /proc, /sys or /dev are refused as workspace or writable root;
 //     /etc/ssh or $HOME are accepted. Deciding that is the hooks' job.
-//   - Paths are canonicalised when the policy is built; bwrap resolves them
-//     again when it starts. A path component replaced by a symlink in
-//     between (by a concurrent job writing a shared parent) changes what is
-//     bound. Keep workspaces out of directories other jobs can write.
+//   - Roots given by path (no RootFDs, as `paddock confine` prints them)
+//     are resolved again by bwrap when it starts: a component replaced by
+//     a symlink in between changes what is bound. Runners pass RootFDs.
+//   - Hidden directories are hidden at their canonical path only: another
+//     mount of the same directory elsewhere on the host (a bind mount)
+//     stays visible through the read-only root.
 //   - A setuid bwrap builds the sandbox with real root privileges; it cannot
 //     apply --disable-userns, so nested user namespaces stay possible (they
 //     still cannot unlock the read-only mounts). On this project's test host

@@ -34,6 +34,15 @@ type PolicyParams struct {
 	// read-write at their own path after the workspace. Canonicalised and
 	// checked like Workspace; duplicates are dropped. Defaults to none.
 	Writable []string
+	// Hide are directories made invisible to the command: each is covered
+	// with an empty read-only tmpfs after the read-only root and before
+	// any workspace or writable root inside it is bound back (paddock
+	// hides its state directory this way, and binds a job's own default
+	// workspace back inside it). Canonicalised like Workspace; they must
+	// exist and be directories; "/", system directories and anything
+	// under /proc, /sys or /dev are refused; duplicates are dropped.
+	// Ignored for danger_full_access. Defaults to none.
+	Hide []string
 }
 
 // Policy is a checked, canonical sandbox policy built by [NewPolicy]. It is
@@ -45,6 +54,7 @@ type Policy struct {
 	cwd       string
 	network   bool
 	writable  []string
+	hide      []string
 }
 
 // Mode returns the policy's mode.
@@ -63,6 +73,19 @@ func (p Policy) Network() bool { return p.network }
 
 // Writable returns a copy of the canonical extra writable roots.
 func (p Policy) Writable() []string { return slices.Clone(p.writable) }
+
+// Hide returns a copy of the canonical hidden directories.
+func (p Policy) Hide() []string { return slices.Clone(p.hide) }
+
+// Roots returns the directories bound into the sandbox, in the order
+// [ConfineParams].RootFDs follows: the workspace (read-only in read_only
+// mode), then each writable root. Empty for danger_full_access.
+func (p Policy) Roots() []string {
+	if !p.mode.Confined() {
+		return nil
+	}
+	return append([]string{p.workspace}, p.writable...)
+}
 
 // ErrBadPath is wrapped by every [NewPolicy] error about a path (missing,
 // not a directory, "/", a system directory, NUL byte, hidden cwd).
@@ -120,6 +143,20 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 			out.writable = append(out.writable, c)
 		}
 	}
+	if p.Mode.Confined() {
+		for _, h := range p.Hide {
+			c, err := canonicalRoot("hidden path", h)
+			if err != nil {
+				return Policy{}, err
+			}
+			if slices.Contains(out.Roots(), c) {
+				return Policy{}, fmt.Errorf("sandbox: %q is both hidden and bound into the sandbox: %w", c, ErrBadPath)
+			}
+			if !slices.Contains(out.hide, c) {
+				out.hide = append(out.hide, c)
+			}
+		}
+	}
 	cwd := p.Cwd
 	if cwd == "" || cwd == p.Workspace {
 		// The workspace itself (the usual case), canonical and checked
@@ -145,6 +182,11 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 func (p Policy) visible(dir string) error {
 	if p.inBind(dir) {
 		return nil
+	}
+	for _, h := range p.hide {
+		if Within(dir, h) {
+			return fmt.Errorf("sandbox: cwd %q is under %s, which is hidden from the command: %w", dir, h, ErrBadPath)
+		}
 	}
 	for _, k := range kernelDirs {
 		if Within(dir, k) {
@@ -227,6 +269,22 @@ func canonicalDir(field, raw string) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("sandbox: %s %q is not a directory: %w", field, raw, ErrBadPath)
+	}
+	return real, nil
+}
+
+// Canonical returns path made absolute (against the process's working
+// directory) with every symlink resolved, as [NewPolicy] resolves a
+// workspace or root. The path must exist. It reads the file system and
+// is safe for concurrent use.
+func Canonical(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %w", err)
 	}
 	return real, nil
 }

@@ -32,6 +32,9 @@ type Discovery struct {
 	// Root is true when the probe ran with euid 0. It is reported, not
 	// used: the argv is the same for root and non-root.
 	Root bool
+	// KernelPaths are the kernel interfaces under /proc and /sys that
+	// exist on this host and that the argv covers ([FindKernelPaths]).
+	KernelPaths KernelPaths
 }
 
 // probed holds the memoized successful probe; nil until one succeeds. It is
@@ -44,12 +47,13 @@ var probeMu sync.Mutex
 // Discovered returns the memoized result of the last successful [Probe]. It
 // is pure and safe for concurrent use. Before any successful probe it
 // returns the defaults: Executable [DefaultExecutable], Grade full,
-// NetworkIsolation true, DisableUserns true, Root false.
+// NetworkIsolation true, DisableUserns true, Root false, and KernelPaths
+// with /proc/sys read-only.
 func Discovered() Discovery {
 	if r := probed.Load(); r != nil {
 		return r.Discovery()
 	}
-	return Discovery{Executable: DefaultExecutable, Grade: GradeFull, NetworkIsolation: true, DisableUserns: true}
+	return Discovery{Executable: DefaultExecutable, Grade: GradeFull, NetworkIsolation: true, DisableUserns: true, KernelPaths: defaultKernelPaths()}
 }
 
 // ProbeReport is what a probe found, for people ([paddock probe]) and for
@@ -62,9 +66,12 @@ type ProbeReport struct {
 	DisableUserns    bool   `json:"disable_userns"`
 	Root             bool   `json:"root"`
 	Setuid           bool   `json:"setuid"`
-	Error            string `json:"error"`      // "" when usable
-	BwrapLine        string `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
-	Hint             string `json:"hint"`       // what to do about it
+	// KernelPaths are the /proc and /sys paths covered in every sandbox
+	// (read-only or masked), those of [FindKernelPaths] that exist here.
+	KernelPaths KernelPaths `json:"kernel_paths"`
+	Error       string      `json:"error"`      // "" when usable
+	BwrapLine   string      `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
+	Hint        string      `json:"hint"`       // what to do about it
 	// Notes are remarks that are not failures (a setuid bwrap, the reason
 	// for the partial grade, why network isolation is missing, where a
 	// cached report came from).
@@ -79,7 +86,7 @@ func (r ProbeReport) Usable() bool { return r.Grade == GradeFull || r.Grade == G
 
 // Discovery returns the part of r that [ConfineWith] needs.
 func (r ProbeReport) Discovery() Discovery {
-	return Discovery{Executable: r.Executable, Grade: r.Grade, NetworkIsolation: r.NetworkIsolation, DisableUserns: r.DisableUserns, Root: r.Root}
+	return Discovery{Executable: r.Executable, Grade: r.Grade, NetworkIsolation: r.NetworkIsolation, DisableUserns: r.DisableUserns, Root: r.Root, KernelPaths: r.KernelPaths}
 }
 
 // ProbeParams tune [ProbeWith]. The zero value probes "bwrap" from PATH
@@ -207,7 +214,8 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 	// (it fails opening /proc/sys/user/max_user_namespaces as the user).
 	rep.DisableUserns = versionAtLeast(rep.Version, 0, 8) && !rep.Setuid
 
-	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root}
+	rep.KernelPaths = FindKernelPaths()
+	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root, KernelPaths: rep.KernelPaths}
 	var fullErr error
 	if pp.MaxGrade == GradePartial {
 		fullErr = errors.New("grade capped at partial")

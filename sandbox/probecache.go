@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +26,7 @@ const ProbeCacheMaxAgeDefault = 24 * time.Hour
 // probeCacheFormat versions the cache file. Bump it whenever [ProbeWith]
 // changes what it checks or what its report means: an old file is then
 // ignored and the host probed again.
-const probeCacheFormat = 1
+const probeCacheFormat = 2
 
 // ProbeCachedParams configure [ProbeCached].
 type ProbeCachedParams struct {
@@ -69,8 +70,9 @@ type ProbeCachedParams struct {
 //   - the report is usable and consistent with that key: the same
 //     executable, a grade the cap allows, the setuid bit and root as they
 //     are now, the version `bwrap --version` gives now (run for the key,
-//     never taken from the file), and --disable-userns exactly when that
-//     version and the setuid bit call for it.
+//     never taken from the file), --disable-userns exactly when that
+//     version and the setuid bit call for it, and the kernel paths it
+//     covers exactly those [FindKernelPaths] finds now.
 //
 // A cached report is never more than what a fresh probe found with the
 // same key. What the key cannot see (an AppArmor or seccomp policy loaded
@@ -313,7 +315,8 @@ func readProbeCache(path string, key []byte, maxAge time.Duration, maxGrade Grad
 		r.Setuid != setuid,
 		r.Root != (k.EUID == 0),
 		r.Version != k.Version,
-		r.DisableUserns != (versionAtLeast(k.Version, 0, 8) && !setuid):
+		r.DisableUserns != (versionAtLeast(k.Version, 0, 8) && !setuid),
+		!r.KernelPaths.known() || !reflect.DeepEqual(r.KernelPaths, FindKernelPaths()):
 		return ProbeReport{}, false
 	}
 	r.Cached = true
