@@ -33,6 +33,15 @@ type ChainOptions struct {
 	// "sandbox: ..."), whatever the hook's mode or on_error. Defaults to nil
 	// (an empty section: grade "", executable "", argv []).
 	Sandbox func(Job) (SandboxInfo, error)
+	// ResolvePath, when not nil, resolves a path as the sandbox will
+	// (absolute, every symlink followed); an adjustment by a hook without
+	// may_widen is then judged on resolved paths: each writable root it
+	// sets must resolve to a directory within one of the job's writable
+	// roots as they resolve now, so that a narrowing to "root/out", where
+	// the job made out a symlink elsewhere, is a widening. A path that
+	// does not resolve is refused the same way. Called from many
+	// goroutines at once. Defaults to nil (paths compared as text).
+	ResolvePath func(string) (string, error)
 	// MaxIdleInstances bounds how many idle instances each reactor hook
 	// keeps for reuse; more are closed when returned. Defaults to
 	// runtime.GOMAXPROCS(0) when 0. Each idle instance holds its linear
@@ -54,6 +63,7 @@ type Chain struct {
 	byName  map[string]*hook
 	cache   wazero.CompilationCache
 	sandbox func(Job) (SandboxInfo, error)
+	resolve func(string) (string, error)
 
 	mu     sync.RWMutex // held for reading by Decide, for writing by Close
 	closed bool
@@ -72,7 +82,7 @@ type Chain struct {
 // neither ABI is not an error here: it loads with ABI [ABINone] and denies
 // every job (see [ErrNoABI]).
 func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
-	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox}
+	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox, resolve: o.ResolvePath}
 	if o.CacheDir != "" {
 		// Made and checked here, not left to wazero: its error would be
 		// text only, and a directory it cannot write it skips silently,
@@ -319,6 +329,9 @@ func (c *Chain) Decide(ctx context.Context, p DecideParams) (Result, error) {
 			sbJob = &j
 		}
 		d, newJob, stderr, err := h.decide(ctx, res.Job, sb)
+		if err == nil && d.Decision == DecisionAdjust && !h.cfg.MayWiden {
+			err = narrowedOnResolvedPaths(res.Job, newJob, c.resolve)
+		}
 		if err != nil && ctx.Err() != nil {
 			return Result{}, fmt.Errorf("hooks: interrupted: %w", ctx.Err())
 		}

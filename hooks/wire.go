@@ -378,6 +378,32 @@ func ApplyAdjustment(job Job, a *Adjustment, mayWiden bool) (Job, []string, erro
 	return out, changed, nil
 }
 
+// narrowedOnResolvedPaths checks, when resolve is not nil, that every
+// writable root of adjusted lies within one of job's writable roots once
+// both are resolved (see [ChainOptions].ResolvePath). The error wraps
+// [ErrWiden].
+func narrowedOnResolvedPaths(job, adjusted Job, resolve func(string) (string, error)) error {
+	if resolve == nil || slices.Equal(job.Writable, adjusted.Writable) {
+		return nil
+	}
+	var roots []string
+	for _, r := range job.Writable {
+		if rr, err := resolve(r); err == nil {
+			roots = append(roots, rr)
+		}
+	}
+	for _, w := range adjusted.Writable {
+		rw, err := resolve(w)
+		if err != nil {
+			return fmt.Errorf("%w: writable root %q does not resolve: %v", ErrWiden, w, err)
+		}
+		if !underAny(rw, roots) {
+			return fmt.Errorf("%w: writable root %q resolves to %q, outside the job's writable roots", ErrWiden, w, rw)
+		}
+	}
+	return nil
+}
+
 // underAny reports whether p equals or lies under one of roots (lexically,
 // after filepath.Clean).
 func underAny(p string, roots []string) bool {

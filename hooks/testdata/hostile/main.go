@@ -21,6 +21,8 @@ type request struct {
 			Tag    string   `json:"tag"`
 			Reason string   `json:"reason"`
 			Argv   []string `json:"argv"`
+			// Writable is the writable list the "setwritable" behaviour sets.
+			Writable []string `json:"writable"`
 		} `json:"settings"`
 	} `json:"hook"`
 	Job struct {
@@ -60,6 +62,8 @@ func decide(data []byte) []byte {
 		return mustJSON(map[string]any{"decision": "adjust", "reason": "append " + s.Tag, "job": map[string]any{"argv": append(req.Job.Argv, s.Tag)}})
 	case "setargv":
 		return mustJSON(map[string]any{"decision": "adjust", "reason": "set argv", "job": map[string]any{"argv": s.Argv}})
+	case "setwritable":
+		return mustJSON(map[string]any{"decision": "adjust", "reason": "narrow writable", "job": map[string]any{"writable": s.Writable}})
 	case "readonly":
 		return []byte(`{"decision":"adjust","reason":"tighten","job":{"mode":"read_only"}}`)
 	case "widen":
