@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,12 +145,20 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	hj := e.HookJob(job, workspace, p.Attempt)
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
-	// cannot show, say) never reaches the hooks: it is the job's fault, not
-	// a policy decision, and the hooks would only see an error.
+	// cannot show, a root the fence refuses) never reaches the hooks: it
+	// is the job's fault, not a policy decision, and the hooks would only
+	// see an error. Its roots stay open for the run when no hook changes
+	// them.
 	fence := e.fence()
-	if _, _, err := fence.confine(hj); err != nil {
+	pol, err := fence.policy(hj)
+	var pins *sandbox.Pinned
+	if err == nil {
+		pins, err = fence.Pin(pol, job.ID)
+	}
+	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
+	defer func() { pins.Close() }()
 	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
 	if err != nil {
 		return finish(queue.OutcomeInterrupted, "hook chain stopped: "+err.Error())
@@ -164,14 +171,33 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	final := res.Job
 
-	policy, argv, err := fence.confine(final)
+	policy, err := fence.policy(final)
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
+	}
+	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() {
+		pins.Close()
+		if pins, err = fence.Pin(policy, job.ID); err != nil {
+			return finish(queue.OutcomeRunnerFailed, err.Error())
+		}
 	}
 	mode := policy.Mode()
 	confined := mode.Confined()
 	if confined && e.ProbeErr != nil {
 		return finish(queue.OutcomeRunnerFailed, e.unusableReason(mode))
+	}
+	// The roots are bound by descriptor: fd 3 is bwrap's status pipe
+	// (sandbox.StatusFD), the roots follow in order.
+	var rootFDs []int
+	if confined {
+		rootFDs = make([]int, len(pins.Files()))
+		for i := range rootFDs {
+			rootFDs[i] = sandbox.StatusFD + 1 + i
+		}
+	}
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: sandbox.Discovered(), RootFDs: rootFDs})
+	if err != nil {
+		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
 	env := e.environ(final, job, p.Attempt, workspace)
 	if confined {
@@ -179,10 +205,11 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	att.ConfinedArgv = argv
 
-	if err := os.MkdirAll(filepath.Join(e.StateDir, logsDir), 0o700); err != nil {
+	state := StateDir{Root: e.StateDir}
+	if err := os.MkdirAll(state.Logs(), 0o700); err != nil {
 		return finish(queue.OutcomeRunnerFailed, "log directory: "+err.Error())
 	}
-	att.StdoutPath, att.StderrPath = AttemptLogPaths(e.StateDir, job.ID, p.Attempt)
+	att.StdoutPath, att.StderrPath = state.AttemptLogs(job.ID, p.Attempt)
 	stdout := newCappedLog(att.StdoutPath, e.Config.LogMaxBytes, 0, p.Stdout)
 	stderr := newCappedLog(att.StderrPath, e.Config.LogMaxBytes, stderrTailBytes, p.Stderr)
 
@@ -202,7 +229,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	run := e.spawn(ctx, spawnParams{
 		argv: argv, cwd: policy.Cwd(), env: env,
-		confined: confined, stdout: stdout, stderr: stderr, timeout: timeout,
+		confined: confined, rootFiles: pins.Files(), stdout: stdout, stderr: stderr, timeout: timeout,
 		cancel: p.Cancel, ended: markEnded, exiting: exiting,
 	})
 	if err := stdout.Close(); err != nil && run.err == nil {
@@ -264,7 +291,7 @@ func (e *Executor) now() time.Time {
 func (e *Executor) Workspace(job queue.Job) (string, error) {
 	ws := job.Spec.Workspace
 	if ws == "" {
-		ws = filepath.Join(e.StateDir, "workspaces", job.ID)
+		ws = StateDir{Root: e.StateDir}.DefaultWorkspace(job.ID)
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return "", fmt.Errorf("workspace: %w", err)
 		}
@@ -305,154 +332,6 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 		Writable: append([]string(nil), s.Writable...), TimeoutS: timeout.Seconds(),
 		Attempt: attempt, Labels: labels,
 	}
-}
-
-// Fence is what paddock keeps out of every job's reach: the state
-// directory (the queue, which a job could otherwise rewrite to have another
-// job run unconfined; the inbox; the probe and compilation caches; logs),
-// the config file (even when it does not exist yet: the next start would
-// read it) and the hook modules. A workspace_write job whose workspace or
-// writable root contains one of them, is one of them, or lies inside the
-// state directory anywhere but under <state>/workspaces/, is refused
-// before it runs. Masking those paths read-only inside the sandbox would
-// not do: a job may rename any directory of its writable tree, an ancestor
-// of a mask included, and put its own files at the old path on the host.
-// Built by [FenceFor]; the zero value protects nothing.
-type Fence struct {
-	stateDir  string   // canonical; "" = none
-	protected []string // canonical as far as they exist
-}
-
-// FenceFor returns the fence of a worker with this state directory and
-// config (Config.Path and the hooks' paths), plus the extra paths. Each is
-// protected both as written (made absolute: a symlink on the way, such as
-// a state directory given as a link, could be repointed) and resolved.
-func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
-	f := Fence{}
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			abs = filepath.Clean(p)
-		}
-		for _, q := range []string{abs, canonicalPrefix(p)} {
-			if !slices.Contains(f.protected, q) {
-				f.protected = append(f.protected, q)
-			}
-		}
-	}
-	if stateDir != "" {
-		f.stateDir = canonicalPrefix(stateDir)
-		add(stateDir)
-	}
-	add(cfg.Path)
-	add(cfg.StateDir) // the config's own, when --state-dir chose another
-	for _, h := range cfg.Hooks {
-		add(h.Path)
-	}
-	for _, p := range extra {
-		add(p)
-	}
-	return f
-}
-
-// canonicalPrefix makes path absolute and resolves every symlink on it,
-// dangling ones included (the rest may be created later: a dangling link's
-// target is where the file will be), component by component, at most 40
-// links deep (SYMLOOP_MAX on Linux).
-func canonicalPrefix(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return filepath.Clean(path)
-	}
-	resolved := "/"
-	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
-	for hops := 0; len(rest) > 0; {
-		part := rest[0]
-		rest = rest[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		if part == ".." {
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, part)
-		fi, err := os.Lstat(next)
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			resolved = next // a directory, a file, or nothing yet
-			continue
-		}
-		target, err := os.Readlink(next)
-		if hops++; err != nil || hops > 40 {
-			return abs
-		}
-		if filepath.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
-	}
-	return resolved
-}
-
-// Check returns the error a worker with this fence refuses pol with, or
-// nil when the fence allows it. Only a workspace_write policy can be
-// refused: when its workspace or a writable root contains a protected path
-// or is one, or lies inside the state directory anywhere but under
-// <state>/workspaces/. Check reads the file system only through the paths
-// resolved by [FenceFor]; it is safe for concurrent use.
-func (f Fence) Check(pol sandbox.Policy) error {
-	if pol.Mode() != sandbox.ModeWorkspaceWrite {
-		return nil
-	}
-	workspaces := filepath.Join(f.stateDir, "workspaces")
-	for _, w := range append([]string{pol.Workspace()}, pol.Writable()...) {
-		for _, pr := range f.protected {
-			if sandbox.Within(pr, w) {
-				return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", w, pr)
-			}
-		}
-		if f.stateDir != "" && sandbox.Within(w, f.stateDir) && !(sandbox.Within(w, workspaces) && w != workspaces) {
-			return fmt.Errorf("runner: %s is inside paddock's state directory %s: a job may only write its own workspace under %s", w, f.stateDir, workspaces)
-		}
-	}
-	return nil
-}
-
-// SandboxInfo computes the request's sandbox section for a job as it
-// stands, with no [Fence]: the confined argv it would run with now. Use
-// [Fence.SandboxInfo] for a worker's chain.
-func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) { return Fence{}.SandboxInfo(j) }
-
-// SandboxInfo computes the request's sandbox section for a job as it
-// stands: the confined argv it would run with now, fence included. It is
-// the chain's [hooks.ChainOptions.Sandbox] callback.
-func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
-	d := sandbox.Discovered()
-	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
-	_, argv, err := f.confine(j)
-	info.Argv = argv
-	return info, err
-}
-
-// confine builds the sandbox policy of a job as hooks see it and the argv
-// it would run with (the memoized probe's bwrap and grade).
-func (f Fence) confine(j hooks.Job) (sandbox.Policy, []string, error) {
-	mode, err := sandbox.ParseMode(j.Mode)
-	if err != nil {
-		return sandbox.Policy{}, nil, err
-	}
-	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
-	if err != nil {
-		return pol, nil, err
-	}
-	if err := f.Check(pol); err != nil {
-		return pol, nil, err
-	}
-	argv, err := sandbox.Confine(j.Argv, pol)
-	return pol, argv, err
 }
 
 // loaderEnv are the variables that change what a dynamically linked
@@ -537,12 +416,15 @@ type spawnParams struct {
 	cwd      string
 	env      []string
 	confined bool
-	stdout   io.Writer
-	stderr   io.Writer
-	timeout  time.Duration
-	cancel   <-chan struct{}
-	ended    func() // called when the job's processes have ended (ExecParams.Ended)
-	exiting  func() // called when the confined command has exited (ExecParams.Exiting)
+	// rootFiles are the pinned roots, inherited by bwrap right after the
+	// status pipe (fd 4 on).
+	rootFiles []*os.File
+	stdout    io.Writer
+	stderr    io.Writer
+	timeout   time.Duration
+	cancel    <-chan struct{}
+	ended     func() // called when the job's processes have ended (ExecParams.Ended)
+	exiting   func() // called when the confined command has exited (ExecParams.Exiting)
 }
 
 type spawnResult struct {
@@ -552,22 +434,17 @@ type spawnResult struct {
 	err     error // the runner could not start or wait for the process
 }
 
-// spawn starts argv in its own process group, with the sandbox status pipe
-// when confined, and waits for it, stopping it on timeout, cancel or ctx.
-// logsDir is the state directory's one flat directory of attempt logs: a
-// directory per job would cost a mkdir per job.
-const logsDir = "logs"
-
 // AttemptLogPaths returns where attempt number attempt (1-based) of job
-// jobID writes its stdout and stderr under stateDir:
-// <stateDir>/logs/<jobID>.<attempt>.stdout and .stderr. A file exists
-// once the job wrote a byte to that stream. The attempt's record names
-// them only once it ended; `paddock logs -f` reads them while it runs.
+// jobID writes its stdout and stderr under stateDir: see
+// [StateDir.AttemptLogs]. The attempt's record names them only once it
+// ended; `paddock logs -f` reads them while it runs.
 func AttemptLogPaths(stateDir, jobID string, attempt int) (stdout, stderr string) {
-	base := filepath.Join(stateDir, logsDir, fmt.Sprintf("%s.%d", jobID, attempt))
-	return base + ".stdout", base + ".stderr"
+	return StateDir{Root: stateDir}.AttemptLogs(jobID, attempt)
 }
 
+// spawn starts argv in its own process group, with the sandbox status pipe
+// and the pinned roots when confined, and waits for it, stopping it on
+// timeout, cancel or ctx.
 func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.cwd
@@ -595,7 +472,7 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 			return spawnResult{err: fmt.Errorf("status pipe: %w", err)}
 		}
 		defer statusR.Close()
-		cmd.ExtraFiles = []*os.File{statusW} // fd 3 = sandbox.StatusFD
+		cmd.ExtraFiles = append([]*os.File{statusW}, p.rootFiles...) // fd 3 = sandbox.StatusFD, then the roots
 	}
 	if err := cmd.Start(); err != nil {
 		if statusW != nil {

@@ -28,8 +28,9 @@ func TestFenceRefuses(t *testing.T) {
 	f := FenceFor(state, Config{Path: missingCfg, Hooks: []HookConfig{{Name: "h", Path: filepath.Join(hooksDir, "h.wasm")}}})
 	elsewhere := t.TempDir()
 
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "workspaces", "j2", "sub"), 0o700))
 	job := func(mode, ws string, writable ...string) hooks.Job {
-		return hooks.Job{Argv: []string{"true"}, Mode: mode, Workspace: ws, Network: true, Writable: writable}
+		return hooks.Job{ID: "j1", Argv: []string{"true"}, Mode: mode, Workspace: ws, Network: true, Writable: writable}
 	}
 	for _, tc := range []struct {
 		name string
@@ -40,12 +41,17 @@ func TestFenceRefuses(t *testing.T) {
 		{"elsewhere", job("workspace_write", elsewhere), ""},
 		{"read_only over everything", job("read_only", home), ""},
 		{"home holds the state", job("workspace_write", home), "contains " + state},
-		{"the state itself", job("workspace_write", state), "contains " + state},
+		{"the state itself", job("workspace_write", state), state + " is paddock's state directory, which jobs cannot see"},
 		{"all workspaces", job("workspace_write", filepath.Join(state, "workspaces")), "inside paddock's state directory"},
+		{"another job's workspace", job("workspace_write", filepath.Join(state, "workspaces", "j2")), "may use only its own default workspace there (this job's own is " + filepath.Join(state, "workspaces", "j1") + ")"},
+		{"inside another job's workspace", job("workspace_write", filepath.Join(state, "workspaces", "j2", "sub")), "inside paddock's state directory"},
+		{"another job's workspace, read_only", job("read_only", filepath.Join(state, "workspaces", "j2")), "inside paddock's state directory"},
+		{"the state, read_only", job("read_only", state), "is paddock's state directory"},
+		{"own workspace as a writable root", job("workspace_write", elsewhere, filepath.Join(state, "workspaces", "j1")), ""},
 		{"config to be", job("workspace_write", cfgDir), "contains " + missingCfg},
 		{"hook module", job("workspace_write", elsewhere, hooksDir), "contains " + filepath.Join(hooksDir, "h.wasm")},
 	} {
-		_, _, err := f.confine(tc.j)
+		err := checkJob(f, tc.j)
 		if tc.want == "" {
 			// Only the probe may be missing here; the fence let it through.
 			if err != nil {
@@ -55,6 +61,16 @@ func TestFenceRefuses(t *testing.T) {
 		}
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
+}
+
+// checkJob is what a worker does with j before its hooks: build the
+// policy with the fence's hidden directories, then pin and check it.
+func checkJob(f Fence, j hooks.Job) error {
+	pol, err := f.policy(j)
+	if err != nil {
+		return err
+	}
+	return f.Check(pol, j.ID)
 }
 
 // TestFenceSymlinksAndDefaults: a state directory given through a symlink
@@ -72,11 +88,11 @@ func TestFenceSymlinksAndDefaults(t *testing.T) {
 	ws := func(dir string) hooks.Job {
 		return hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: dir, Network: true}
 	}
-	_, _, err := f.confine(ws(home))
+	err := checkJob(f, ws(home))
 	require.ErrorContains(t, err, "contains "+link, "the link can be repointed from home")
-	_, _, err = f.confine(ws(realState))
-	require.ErrorContains(t, err, "contains "+realState)
-	_, _, err = f.confine(ws(filepath.Dir(defaultState)))
+	err = checkJob(f, ws(realState))
+	require.ErrorContains(t, err, realState+" is paddock's state directory")
+	err = checkJob(f, ws(filepath.Dir(defaultState)))
 	require.ErrorContains(t, err, "contains "+defaultState, "the default state directory, not created yet")
 }
 
@@ -102,7 +118,7 @@ func TestFenceConfigStateDir(t *testing.T) {
 	t.Parallel()
 	cfgState := filepath.Join(t.TempDir(), "plain-state")
 	f := FenceFor(t.TempDir(), Config{StateDir: cfgState})
-	_, _, err := f.confine(hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: filepath.Dir(cfgState), Network: true})
+	err := checkJob(f, hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: filepath.Dir(cfgState), Network: true})
 	require.ErrorContains(t, err, "contains "+cfgState)
 }
 
@@ -117,7 +133,7 @@ func TestFenceDanglingLink(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(ws, "conf"), link)) // dangling
 	cfg := filepath.Join(link, "paddock", "config.toml")
 	f := FenceFor(t.TempDir(), Config{Path: cfg})
-	_, _, err := f.confine(hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: ws, Network: true})
+	err := checkJob(f, hooks.Job{Argv: []string{"true"}, Mode: "workspace_write", Workspace: ws, Network: true})
 	require.ErrorContains(t, err, "contains "+filepath.Join(ws, "conf", "paddock", "config.toml"))
 	require.Equal(t, filepath.Join(ws, "conf", "paddock", "config.toml"), canonicalPrefix(cfg))
 	// Relative links and .. resolve like the kernel's.

@@ -16,9 +16,6 @@ import (
 	"paddock/sandbox"
 )
 
-// DatabaseFile is the queue's SQLite file inside the state directory.
-const DatabaseFile = "paddock.db"
-
 // app is what most commands need: the loaded config, the state directory
 // and an open store. Close releases the store.
 type app struct {
@@ -28,14 +25,21 @@ type app struct {
 	fenced   *runner.Fence // built once by fence
 }
 
-// fence is what jobs may not write: the state directory, the config and
-// hooks, and defaultPaths. Built once per command.
+// fence is what jobs may not write (the state directory, the config and
+// hooks, and defaultPaths) and may not see (the state directory and
+// defaultHidden). Built once per command.
 func (a *app) fence() *runner.Fence {
 	if a.fenced == nil {
-		f := runner.FenceFor(a.stateDir, a.cfg, defaultPaths()...)
+		f := fenceFor(a.stateDir, a.cfg)
 		a.fenced = &f
 	}
 	return a.fenced
+}
+
+// fenceFor is the fence of a command with this state directory and
+// config.
+func fenceFor(stateDir string, cfg runner.Config) runner.Fence {
+	return runner.FenceFor(stateDir, cfg, defaultPaths()...).WithHidden(defaultHidden()...)
 }
 
 // loadConfig reads --config (a missing file at the default path is fine)
@@ -91,7 +95,7 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 
 // openStore opens the state directory's store.
 func (a *app) openStore(ctx context.Context) error {
-	st, err := queue.OpenSQLite(ctx, filepath.Join(a.stateDir, DatabaseFile), queue.SQLiteOptions{})
+	st, err := queue.OpenSQLite(ctx, runner.StateDir{Root: a.stateDir}.Database(), queue.SQLiteOptions{})
 	if err != nil {
 		return err // "queue: open PATH: ..."
 	}
@@ -101,10 +105,10 @@ func (a *app) openStore(ctx context.Context) error {
 
 func (a *app) Close() error { return a.store.Close() }
 
-// probeCachePath is the probe cache of a state directory:
-// <state>/cache/probe.json (see [sandbox.ProbeCached]).
+// probeCachePath is the probe cache of a state directory (see
+// [sandbox.ProbeCached]).
 func probeCachePath(stateDir string) string {
-	return filepath.Join(stateDir, "cache", sandbox.ProbeCacheFile)
+	return runner.StateDir{Root: stateDir}.ProbeCache()
 }
 
 // probeSandbox is the start-up probe of the commands that run or show confined
@@ -117,12 +121,12 @@ func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, er
 // compilation cache under the state directory. With prewarm (the worker)
 // each reactor hook makes one instance in the background at once.
 func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
-	cacheDir := filepath.Join(a.stateDir, "cache", "wazero")
 	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
-		Hooks:    a.cfg.HookConfigs(),
-		CacheDir: cacheDir,
-		Sandbox:  a.fence().SandboxInfo,
-		Prewarm:  prewarm,
+		Hooks:       a.cfg.HookConfigs(),
+		CacheDir:    runner.StateDir{Root: a.stateDir}.HookCache(),
+		Sandbox:     a.fence().SandboxInfo,
+		ResolvePath: sandbox.Canonical,
+		Prewarm:     prewarm,
 	})
 	if errors.Is(err, hooks.ErrCacheDir) {
 		// The state directory's fault, not the config's: exit 1, not 2.

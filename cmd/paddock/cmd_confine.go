@@ -67,7 +67,7 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 			if err != nil {
 				cfg, stateDir = runner.Config{}, ""
 			}
-			fence := runner.FenceFor(stateDir, cfg, defaultPaths()...)
+			fence := fenceFor(stateDir, cfg)
 			return runConfine(cmd.Context(), opts, gopts, &fence, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -89,12 +89,17 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	if err != nil {
 		return usagef("--mode: %w", err)
 	}
-	policy, err := sandbox.NewPolicy(sandbox.PolicyParams{
+	params := sandbox.PolicyParams{
 		Mode:      mode,
 		Workspace: opts.Workspace,
 		Network:   opts.Network,
 		Writable:  opts.Writable,
-	})
+	}
+	newPolicy := sandbox.NewPolicy
+	if fence != nil {
+		newPolicy = fence.Policy // the state directory hidden, as a worker runs it
+	}
+	policy, err := newPolicy(params)
 	if err != nil {
 		return usagef("%w", err)
 	}
@@ -113,7 +118,7 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 		return err
 	}
 	if fence != nil {
-		if ferr := fence.Check(policy); ferr != nil {
+		if ferr := fence.Check(policy, ""); ferr != nil {
 			msg := "a paddock worker would not run a job with this workspace: " + ferr.Error()
 			if gopts.JSON {
 				writeJSON(errOut, map[string]any{"message_type": "confine_warning", "message": msg})

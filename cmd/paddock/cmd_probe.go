@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,6 +89,11 @@ func printProbe(w io.Writer, r sandbox.ProbeReport) {
 	fmt.Fprintf(w, "network isolation: %s\n", yes(r.NetworkIsolation))
 	fmt.Fprintf(w, "root:              %s\n", yes(r.Root))
 	fmt.Fprintf(w, "setuid bwrap:      %s\n", yes(r.Setuid))
+	if r.Usable() {
+		kp := r.KernelPaths
+		fmt.Fprintf(w, "kernel read-only:  %s\n", orNone(strings.Join(kp.ReadOnly, " ")))
+		fmt.Fprintf(w, "kernel masked:     %s\n", orNone(strings.Join(append(slices.Clone(kp.MaskedFiles), kp.MaskedDirs...), " ")))
+	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "error:             %s\n", r.Error)
 	}

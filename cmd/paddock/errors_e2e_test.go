@@ -133,10 +133,10 @@ func TestE2ELogsOfAJobThatNeverRan(t *testing.T) {
 func TestE2EWorkerStoreErrorFirst(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "[[hook]]\nname = \"deny\"\npath = \""+denylistWasm(t)+"\"\n")
-	require.NoError(t, os.MkdirAll(filepath.Join(b.State, DatabaseFile), 0o700)) // not a database
+	require.NoError(t, os.MkdirAll(filepath.Join(b.State, databaseFile), 0o700)) // not a database
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, "paddock: queue: open "+filepath.Join(b.State, DatabaseFile)+": it is a directory; the queue database must be a file")
+	require.Contains(t, errOut, "paddock: queue: open "+filepath.Join(b.State, databaseFile)+": it is a directory; the queue database must be a file")
 	var compiled []string
 	_ = filepath.WalkDir(filepath.Join(b.State, "cache", "wazero"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -327,7 +327,7 @@ func TestE2EStateNotWritable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := e2etest.Setup(t, "")
-			rw, args, want := tc.setup(t, b, filepath.Join(b.State, DatabaseFile))
+			rw, args, want := tc.setup(t, b, filepath.Join(b.State, databaseFile))
 			errOut, code := runReadOnly(t, b, b.State, rw, args...)
 			require.Equal(t, 1, code, errOut)
 			require.Contains(t, errOut, want) // check may warn about the probe first

@@ -74,16 +74,29 @@ func defaultPaths() []string {
 			break // what exec.LookPath finds: later entries are never reached
 		}
 	}
+	ps = append(ps, defaultHidden()...)
+	// The default config's state_dir, which a plain paddock would use even
+	// when this one was given --state-dir or another --config.
+	if c, err := runner.LoadConfig(defaultConfigPath(), true); err == nil && c.StateDir != "" {
+		ps = append(ps, c.StateDir)
+	}
+	return ps
+}
+
+// defaultHidden are the directories hidden from every job besides the
+// state directory in use: the state directories a plain `paddock` would
+// use here and the default config's directory, which are paddock's own
+// (another queue's database could otherwise be read or locked by a job).
+func defaultHidden() []string {
+	ps := []string{defaultStateDir()}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		ps = append(ps, filepath.Join(d, "paddock"))
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		ps = append(ps, filepath.Join(home, ".local", "state", "paddock"))
 	}
-	// The default config's state_dir, which a plain paddock would use even
-	// when this one was given --state-dir or another --config.
-	if c, err := runner.LoadConfig(defaultConfigPath(), true); err == nil && c.StateDir != "" {
-		ps = append(ps, c.StateDir)
+	if c := defaultConfigPath(); c != "" {
+		ps = append(ps, filepath.Dir(c))
 	}
 	return ps
 }

@@ -87,7 +87,7 @@ func TestE2ESubmitWait(t *testing.T) {
 		wc.Stderr = &stderr
 		require.NoError(t, wc.Start())
 		// Its signal handler is set before it opens the queue.
-		waitOpen(t, wc.Process.Pid, DatabaseFile)
+		waitOpen(t, wc.Process.Pid, databaseFile)
 		require.NoError(t, wc.Process.Signal(sig))
 		err := wc.Wait()
 		var ee *exec.ExitError

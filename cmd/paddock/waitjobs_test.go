@@ -16,6 +16,9 @@ import (
 	"paddock/runner"
 )
 
+// databaseFile is the queue's file name inside a state directory.
+var databaseFile = filepath.Base(runner.StateDir{}.Database())
+
 // listSpy records the JobList calls of a wait and counts its JobGet calls.
 type listSpy struct {
 	queue.Store
@@ -39,7 +42,7 @@ func (s *listSpy) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.
 func spiedApp(t *testing.T) (*app, *listSpy, *queue.SQLiteStore) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := queue.OpenSQLite(context.Background(), filepath.Join(dir, DatabaseFile), queue.SQLiteOptions{})
+	st, err := queue.OpenSQLite(context.Background(), filepath.Join(dir, databaseFile), queue.SQLiteOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	spy := &listSpy{Store: st}

@@ -226,7 +226,7 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 		// Signals go once the worker has its store open (it holds the
 		// -shm file open while it is: the file's existence would not do,
 		// another process may hold it), while the hook still compiles.
-		for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, DatabaseFile+"-shm"); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, databaseFile+"-shm"); time.Sleep(5 * time.Millisecond) {
 			require.False(t, time.Now().After(deadline), "the worker never opened its store")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -249,7 +249,7 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	// A signal while the store is still opening (another process holds
 	// the database's write lock): the worker opens it all the same, once
 	// the lock is gone, to say what is left.
-	db, err := sql.Open("sqlite", filepath.Join(b.State, DatabaseFile))
+	db, err := sql.Open("sqlite", filepath.Join(b.State, databaseFile))
 	require.NoError(t, err)
 	defer db.Close()
 	conn, err := db.Conn(context.Background())
@@ -260,7 +260,7 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 	var early strings.Builder
 	w.Stderr = &early
 	require.NoError(t, w.Start())
-	for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, DatabaseFile); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, databaseFile); time.Sleep(5 * time.Millisecond) {
 		require.False(t, time.Now().After(deadline), "the worker never opened its database")
 	}
 	require.NoError(t, w.Process.Signal(syscall.SIGTERM))

@@ -217,7 +217,7 @@ func TestE2EStateDirOutOfReach(t *testing.T) {
 		{"contains the state and config", fmt.Sprintf("workspace = %q", b.Dir), "contains"},
 		{"through a symlink", fmt.Sprintf("workspace = %q", filepath.Join(other, "link")), "contains"},
 		{"writable contains them", fmt.Sprintf("workspace = %q\nwritable = [%q]", other, b.Dir), "contains"},
-		{"is the state", fmt.Sprintf("workspace = %q", b.State), "contains"},
+		{"is the state", fmt.Sprintf("workspace = %q", b.State), "is paddock's state directory"},
 		{"inside the state", fmt.Sprintf("workspace = %q", filepath.Join(b.State, "cache")), "inside paddock's state directory"},
 		{"all workspaces", fmt.Sprintf("workspace = %q", filepath.Join(b.State, "workspaces")), "inside paddock's state directory"},
 	} {
@@ -234,12 +234,13 @@ func TestE2EStateDirOutOfReach(t *testing.T) {
 	require.Equal(t, cfgBefore, cfgAfter)
 
 	// The default workspace (under <state>/workspaces/) is writable, and a
-	// read_only job may look at the whole directory.
+	// read_only job may look at the whole directory, where the state
+	// directory is an empty, read-only directory.
 	job := b.WriteJob("ok.toml", "mode = \"workspace_write\"\ncommand = \"echo x > mine && cat mine\"\n")
 	out, errOut, code := b.Run("run", job)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "x\n", out)
-	job = b.WriteJob("ro.toml", fmt.Sprintf("mode = \"read_only\"\nworkspace = %q\ncommand = \"ls state >/dev/null && echo seen\"\n", b.Dir))
+	job = b.WriteJob("ro.toml", fmt.Sprintf("mode = \"read_only\"\nworkspace = %q\ncommand = \"ls -A state; echo seen\"\n", b.Dir))
 	out, errOut, code = b.Run("run", job)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "seen\n", out)

@@ -1,0 +1,238 @@
+package e2etest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// bothGrades runs f once at this host's grade and once with the partial
+// grade forced, each on a fresh bundle.
+func bothGrades(t *testing.T, f func(t *testing.T, b *Bundle)) {
+	rep := RequireBwrap(t)
+	grades := []string{string(rep.Grade)}
+	if rep.Grade == "full" {
+		grades = append(grades, "partial")
+	}
+	for _, g := range grades {
+		t.Run(g, func(t *testing.T) {
+			t.Parallel()
+			b := Setup(t, "")
+			b.Env = append(b.Env, "PADDOCK_FORCE_GRADE="+g)
+			f(t, b)
+		})
+	}
+}
+
+// TestE2EProcSysReadOnly: a confined job cannot write a sysctl, even as
+// the host's root (procfs lets the owner of a sysctl write it without a
+// capability; kernel.core_pattern would run a program as host root). The
+// job writes back the current value of a harmless one, so that the host
+// is unchanged even if the fence failed, and counts what access(2) calls
+// writable under /proc/sys.
+func TestE2EProcSysReadOnly(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		before, err := os.ReadFile("/proc/sys/kernel/domainname")
+		require.NoError(t, err)
+		job := b.WriteJob("sysctl.toml", `mode = "read_only"
+network = false
+command = '''
+if [ -e /proc/sys/kernel/domainname ]; then
+  cur=$(cat /proc/sys/kernel/domainname)
+  ( printf '%s\n' "$cur" > /proc/sys/kernel/domainname ) 2>/dev/null && echo ESCAPED-wrote-a-sysctl
+  [ -w /proc/sys/kernel/core_pattern ] && echo ESCAPED-core_pattern-writable
+  echo "writable=$(find /proc/sys -type f -writable 2>/dev/null | wc -l)"
+else
+  echo "no /proc/sys"
+fi
+'''
+`)
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out, "ESCAPED")
+		require.Regexp(t, `^(writable=0|no /proc/sys)\n$`, out)
+		after, err := os.ReadFile("/proc/sys/kernel/domainname")
+		require.NoError(t, err)
+		require.Equal(t, string(before), string(after))
+	})
+}
+
+// TestE2ERaceIntoStateDir: job A flips, as fast as it can, a directory
+// and a symlink to paddock's state directory (renameat2 RENAME_EXCHANGE)
+// at a path that job B, run beside it, names as its workspace. Whatever
+// the interleaving, B either binds the directory or is refused: it never
+// binds the state directory, so it never writes there. 200 B jobs.
+func TestE2ERaceIntoStateDir(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "the race needs python3 (renameat2 through ctypes)")
+	const racers = 200
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		_, _, code := b.Run("probe") // creates the state directory
+		require.Equal(t, 0, code)
+		shared := hostDirUnder(t, "/var/tmp")
+		require.NoError(t, os.Mkdir(filepath.Join(shared, "sub"), 0o755))
+		require.NoError(t, os.Symlink(b.State, filepath.Join(shared, "link")))
+		flipper := b.WriteJob("flipper.toml", fmt.Sprintf(`name = "flipper"
+mode = "workspace_write"
+workspace = %q
+timeout = "5m"
+command = [%q, "-c", '''
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+open("started", "w").close()
+n = 0
+deadline = time.time() + 240
+while not os.path.exists("stop") and time.time() < deadline:
+    libc.renameat2(AT_FDCWD, b"sub", AT_FDCWD, b"link", RENAME_EXCHANGE)
+    n += 1
+print("flips", n)
+''']
+`, shared, python))
+		var racersFile strings.Builder
+		racersFile.WriteString("[defaults]\nmode = \"workspace_write\"\n")
+		fmt.Fprintf(&racersFile, "workspace = %q\n", filepath.Join(shared, "sub"))
+		racersFile.WriteString("command = 'echo x > \"pwned-$PADDOCK_JOB_ID\" 2>/dev/null; if [ -e paddock.db ] || [ -e workspaces ]; then echo ESCAPED; fi'\n")
+		for i := range racers {
+			fmt.Fprintf(&racersFile, "[[job]]\nname = \"racer-%d\"\n", i)
+		}
+		flipID := b.Submit(flipper)[0]
+		w := b.StartWorker("--concurrency", "2")
+		deadline := time.Now().Add(30 * time.Second)
+		for !fileExists(filepath.Join(shared, "started")) {
+			require.True(t, time.Now().Before(deadline), "the flipper never started")
+			time.Sleep(20 * time.Millisecond)
+		}
+		racerIDs := b.Submit(b.WriteJob("racers.toml", racersFile.String()))
+		require.Len(t, racerIDs, racers)
+		for _, id := range racerIDs {
+			b.WaitState(id, 3*time.Minute, "succeeded", "failed")
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(shared, "stop"), nil, 0o644))
+		b.WaitState(flipID, time.Minute, "succeeded")
+		_ = w.Process.Kill()
+
+		outcomes := map[string]int{}
+		for _, id := range racerIDs {
+			j := b.Show(id)
+			a := j.Attempts[len(j.Attempts)-1]
+			outcomes[a.Outcome]++
+			out, _, _ := b.Run("logs", id)
+			require.NotContains(t, out, "ESCAPED", "racer %s saw the state directory", id)
+		}
+		flips, _, _ := b.Run("logs", flipID)
+		t.Logf("%d racers: %v; flipper: %s", racers, outcomes, strings.TrimSpace(flips))
+		matches, err := filepath.Glob(filepath.Join(b.State, "pwned-*"))
+		require.NoError(t, err)
+		require.Empty(t, matches, "a racer wrote into the state directory")
+		require.Equal(t, racers, outcomes["succeeded"]+outcomes["runner_failed"], "racers end as succeeded (bound the directory) or runner_failed (refused): %v", outcomes)
+	})
+}
+
+// TestE2EOtherJobsWorkspace: a job that names another job's default
+// workspace is refused, writable or read-only, and the other job's files
+// stay as they were; its own default workspace works.
+func TestE2EOtherJobsWorkspace(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		victim := b.WriteJob("victim.toml", "name = \"victim\"\nmode = \"workspace_write\"\ncommand = \"echo mine > file\"\n")
+		out, errOut, code := b.Run("run", victim)
+		require.Equal(t, 0, code, out+errOut)
+		victimID := b.Show("victim").ID
+		victimWS := filepath.Join(b.State, "workspaces", victimID)
+		require.FileExists(t, filepath.Join(victimWS, "file"))
+		for _, mode := range []string{"workspace_write", "read_only"} {
+			job := b.WriteJob("thief.toml", fmt.Sprintf("mode = %q\nworkspace = %q\ncommand = \"cat file; echo stolen > file; echo RAN\"\n", mode, victimWS))
+			out, errOut, code := b.Run("run", job)
+			require.Equal(t, 125, code, "%s: %s%s", mode, out, errOut)
+			require.NotContains(t, out, "RAN")
+			require.Contains(t, errOut, "may use only its own default workspace there")
+		}
+		got, err := os.ReadFile(filepath.Join(victimWS, "file"))
+		require.NoError(t, err)
+		require.Equal(t, "mine\n", string(got))
+	})
+}
+
+// TestE2EQueueCannotBeLocked: a read_only job that tries to take the
+// SQLite WAL locks of paddock's queue (bytes 120-127 of paddock.db-shm,
+// readable through the read-only root before the state directory was
+// hidden) finds no such file, and the queue keeps answering submit and ls
+// while it runs.
+func TestE2EQueueCannotBeLocked(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "the lock attempt needs python3 (fcntl)")
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.StartWorker("--concurrency", "2")
+		shared := hostDirUnder(t, "/var/tmp")
+		locker := b.WriteJob("locker.toml", fmt.Sprintf(`name = "locker"
+mode = "read_only"
+workspace = %q
+command = [%q, "-c", '''
+import fcntl, os, struct, sys, time
+state = sys.argv[1]
+held = []
+for name in ("paddock.db-shm", "paddock.db", "paddock.db-wal"):
+    path = os.path.join(state, name)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        print("cannot open", name, e.errno)
+        continue
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 120, 8, 0))
+        print("LOCKED", name)
+        held.append(fd)
+    except OSError as e:
+        print("no lock on", name, e.errno)
+sys.stdout.flush()
+time.sleep(4)
+''', %q]
+`, shared, python, b.State))
+		ids := b.Submit(locker)
+		b.WaitState(ids[0], time.Minute, "running", "succeeded", "failed")
+		// While it holds (or tries to hold) the locks, the queue answers.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		quick := b.WriteJob("quick.toml", "name = \"quick\"\nmode = \"read_only\"\ncommand = \"true\"\n")
+		for _, args := range [][]string{{"submit", quick}, {"ls"}} {
+			out, err := b.Cmd(ctx, args...).CombinedOutput()
+			require.NoError(t, err, "%v while a job tries to lock the queue: %s", args, out)
+		}
+		j := b.WaitState(ids[0], time.Minute, "succeeded", "failed")
+		require.Equal(t, "succeeded", j.State, j.Reason)
+		out, _, _ := b.Run("logs", ids[0])
+		require.NotContains(t, out, "LOCKED")
+		require.Contains(t, out, "cannot open paddock.db-shm")
+		b.WaitState("quick", time.Minute, "succeeded")
+	})
+}
+
+// hostDirUnder makes a fresh directory under base (0755) that jobs see
+// (unlike the host's /tmp, hidden by their private one) and returns its
+// canonical path.
+func hostDirUnder(t *testing.T, base string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(base, "paddock-e2e-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	dir, err = filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	return dir
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -1,0 +1,398 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"paddock/hooks"
+	"paddock/sandbox"
+)
+
+// Fence is what paddock keeps out of every job's reach, on top of the
+// sandbox's own rules:
+//
+//   - hidden directories (the state directory, and whatever
+//     [Fence.WithHidden] adds: the default state and config directories)
+//     are covered with an empty read-only tmpfs inside every sandbox, so a
+//     job cannot read, lock or write the queue database, other jobs' logs
+//     and workspaces, the caches or the inbox. A job's own default
+//     workspace, <state>/workspaces/<id>, is bound back. A workspace or
+//     writable root inside a hidden directory is refused, in every
+//     confined mode, unless it is (or is inside) the job's own default
+//     workspace: a job cannot name another job's;
+//   - protected paths (the state directory, the config file even when it
+//     does not exist yet, the hook modules, the paddock binary, bwrap) may
+//     not be inside a workspace_write job's workspace or writable root, nor
+//     be one: a job that could write there could change what paddock runs
+//     next. Masking them read-only inside the sandbox would not do: a job
+//     may rename any directory of its writable tree, an ancestor of a mask
+//     included, and put its own files at the old path on the host.
+//
+// The rules are checked on open descriptors, by device and inode, never
+// on path text ([Fence.Pin]): each root is opened without following a
+// symlink, its ancestors are walked through "..", and the descriptors
+// checked are the ones bwrap binds. A path swapped after the check changes
+// nothing that is bound.
+//
+// Built by [FenceFor]; the zero value protects and hides nothing. A Fence
+// is immutable and safe for concurrent use.
+type Fence struct {
+	stateDir  string   // canonical; "" = none
+	protected []string // absolute as given and canonical as far as they exist
+	hidden    []string // absolute as given and canonical
+}
+
+// FenceFor returns the fence of a worker with this state directory and
+// config (Config.Path and the hooks' paths), plus the extra protected
+// paths. Each is protected both as written (made absolute: a symlink on
+// the way, such as a state directory given as a link, could be repointed)
+// and resolved. The state directory and the config's own state_dir are
+// hidden.
+func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
+	f := Fence{}
+	if stateDir != "" {
+		f.stateDir = canonicalPrefix(stateDir)
+	}
+	f.protected = addPaths(f.protected, stateDir, cfg.Path, cfg.StateDir)
+	for _, h := range cfg.Hooks {
+		f.protected = addPaths(f.protected, h.Path)
+	}
+	f.protected = addPaths(f.protected, extra...)
+	f.hidden = addPaths(f.hidden, stateDir, cfg.StateDir)
+	return f
+}
+
+// WithHidden returns a copy of f that also hides (and protects) dirs,
+// those of them that exist when a job starts.
+func (f Fence) WithHidden(dirs ...string) Fence {
+	f.protected = addPaths(slices.Clone(f.protected), dirs...)
+	f.hidden = addPaths(slices.Clone(f.hidden), dirs...)
+	return f
+}
+
+// addPaths appends each non-empty path, absolute and canonical, to list
+// unless it is there already.
+func addPaths(list []string, paths ...string) []string {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			abs = filepath.Clean(p)
+		}
+		for _, q := range []string{abs, canonicalPrefix(p)} {
+			if !slices.Contains(list, q) {
+				list = append(list, q)
+			}
+		}
+	}
+	return list
+}
+
+// canonicalPrefix makes path absolute and resolves every symlink on it,
+// dangling ones included (the rest may be created later: a dangling link's
+// target is where the file will be), component by component, at most 40
+// links deep (SYMLOOP_MAX on Linux).
+func canonicalPrefix(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	resolved := "/"
+	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	for hops := 0; len(rest) > 0; {
+		part := rest[0]
+		rest = rest[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, part)
+		fi, err := os.Lstat(next)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			resolved = next // a directory, a file, or nothing yet
+			continue
+		}
+		target, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return abs
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
+	}
+	return resolved
+}
+
+// HiddenNow returns the fence's hidden directories that exist now as
+// directories, canonical, for [sandbox.PolicyParams].Hide. It reads the
+// file system.
+func (f Fence) HiddenNow() []string {
+	var out []string
+	for _, h := range f.hidden {
+		c, err := filepath.EvalSymlinks(h)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(c); err != nil || !fi.IsDir() || slices.Contains(out, c) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// fileID is a file's identity: device and inode.
+type fileID struct{ dev, ino uint64 }
+
+func statID(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} }
+
+// lstatID returns the identity of path without following a final
+// symlink.
+func lstatID(path string) (fileID, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return fileID{}, false
+	}
+	return statID(&st), true
+}
+
+// Check returns the error a worker with this fence refuses pol with for
+// job jobID, or nil when the fence allows it: [Fence.Pin] without keeping
+// the descriptors. jobID "" is a job with no default workspace of its own
+// (`paddock confine`). Safe for concurrent use.
+func (f Fence) Check(pol sandbox.Policy, jobID string) error {
+	pins, err := f.Pin(pol, jobID)
+	if err != nil {
+		return err
+	}
+	pins.Close()
+	return nil
+}
+
+// Pin opens pol's roots without following any symlink
+// ([sandbox.PinRoots]) and checks each descriptor against the fence by
+// device and inode: a root inside a hidden directory is refused unless it
+// lies within job jobID's own default workspace; a workspace_write root
+// that is a protected path or an ancestor of one is refused. jobID may be
+// "" (no default workspace is anyone's). The caller binds the returned
+// descriptors ([sandbox.ConfineParams].RootFDs) and closes them.
+//
+// # Errors
+//
+// A root that changed since the policy was built (wraps
+// [sandbox.ErrRootChanged]), one that cannot be opened, or one the fence
+// refuses (the message says which rule and what to do).
+func (f Fence) Pin(pol sandbox.Policy, jobID string) (*sandbox.Pinned, error) {
+	pins, err := sandbox.PinRoots(pol)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if err := f.checkPinned(pol, pins, jobID); err != nil {
+		pins.Close()
+		return nil, err
+	}
+	return pins, nil
+}
+
+func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID string) error {
+	roots := pol.Roots()
+	if len(roots) == 0 {
+		return nil
+	}
+	hidden := map[fileID]string{}
+	for _, h := range f.hidden {
+		if id, ok := statPathID(h); ok {
+			hidden[id] = h
+		}
+	}
+	var own fileID
+	ownPath := ""
+	if f.stateDir != "" && jobID != "" && !strings.ContainsAny(jobID, "/\x00") && jobID != "." && jobID != ".." {
+		ownPath = StateDir{Root: f.stateDir}.DefaultWorkspace(jobID)
+		own, _ = lstatID(ownPath)
+	}
+	var protected map[fileID]string
+	if pol.Mode() == sandbox.ModeWorkspaceWrite {
+		protected = f.protectedAncestors()
+	}
+	for i, file := range pins.Files() {
+		root := roots[i]
+		var rootID fileID
+		var inHidden string
+		isHidden := false
+		err := walkUp(file, func(id fileID, first bool) bool {
+			if first {
+				rootID = id
+			}
+			if ownPath != "" && id == own {
+				return false // within the job's own workspace: allowed
+			}
+			if h, ok := hidden[id]; ok {
+				inHidden, isHidden = h, first
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("runner: checking %s: %w", root, err)
+		}
+		if inHidden != "" {
+			if f.stateDir != "" && (inHidden == f.stateDir || canonicalPrefix(inHidden) == f.stateDir) {
+				own := "a job that names no workspace gets its own, " + StateDir{Root: f.stateDir}.Workspaces() + "/<its id>"
+				if ownPath != "" {
+					own = "this job's own is " + ownPath
+				}
+				where := "is inside paddock's state directory " + f.stateDir
+				if isHidden {
+					where = "is paddock's state directory"
+				}
+				return fmt.Errorf("runner: %s %s, which jobs cannot see: a job may use only its own default workspace there (%s)", root, where, own)
+			}
+			if isHidden {
+				return fmt.Errorf("runner: %s is hidden from every job by paddock (one of its own directories)", root)
+			}
+			return fmt.Errorf("runner: %s is inside %s, which paddock hides from every job (one of its own directories)", root, inHidden)
+		}
+		if p, ok := protected[rootID]; ok {
+			return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", root, p)
+		}
+	}
+	return nil
+}
+
+// statPathID is the identity of the directory path leads to (symlinks
+// followed: a hidden directory given as a link hides its target).
+func statPathID(path string) (fileID, bool) {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return fileID{}, false
+	}
+	return statID(&st), true
+}
+
+// protectedAncestors maps the identity of every protected path and of
+// each of its ancestors but "/" to the protected path: a root with one of
+// these identities is, or contains, a protected path.
+func (f Fence) protectedAncestors() map[fileID]string {
+	m := map[fileID]string{}
+	for _, p := range f.protected {
+		for q := p; q != "/" && q != "." && q != ""; q = filepath.Dir(q) {
+			if id, ok := lstatID(q); ok {
+				if _, seen := m[id]; !seen {
+					m[id] = p
+				}
+			}
+		}
+	}
+	return m
+}
+
+// maxDepth bounds walkUp: no real directory tree is deeper (PATH_MAX is
+// 4096 bytes, each level at least two).
+const maxDepth = 2048
+
+// walkUp calls visit with the identity of dir, then of each ancestor
+// reached through "..", up to the root, while visit returns true. The
+// walk uses descriptors only: it cannot be sent elsewhere by a symlink or
+// a rename of a path.
+func walkUp(dir *os.File, visit func(id fileID, first bool) bool) error {
+	fd := int(dir.Fd())
+	owned := false
+	defer func() {
+		if owned {
+			unix.Close(fd)
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	id := statID(&st)
+	for depth := 0; depth < maxDepth; depth++ {
+		if !visit(id, depth == 0) {
+			return nil
+		}
+		parent, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		if owned {
+			unix.Close(fd)
+		}
+		fd, owned = parent, true
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		pid := statID(&st)
+		if pid == id {
+			return nil // "/": its ".." is itself
+		}
+		id = pid
+	}
+	return fmt.Errorf("deeper than %d directories", maxDepth)
+}
+
+// SandboxInfo computes the request's sandbox section for a job as it
+// stands, with no [Fence]: the confined argv it would run with now. Use
+// [Fence.SandboxInfo] for a worker's chain.
+func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) { return Fence{}.SandboxInfo(j) }
+
+// SandboxInfo computes the request's sandbox section for a job as it
+// stands: the confined argv it would run with now, fence included (roots
+// shown by path). It is the chain's [hooks.ChainOptions.Sandbox] callback.
+func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
+	d := sandbox.Discovered()
+	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
+	pol, err := f.policy(j)
+	if err == nil {
+		err = f.Check(pol, j.ID)
+	}
+	if err != nil {
+		return info, err
+	}
+	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d})
+	return info, err
+}
+
+// policy builds the sandbox policy of a job as hooks see it, with the
+// fence's hidden directories ([Fence.Policy]).
+func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
+	mode, err := sandbox.ParseMode(j.Mode)
+	if err != nil {
+		return sandbox.Policy{}, err
+	}
+	return f.Policy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
+}
+
+// Policy is [sandbox.NewPolicy] with the fence's hidden directories that
+// exist now added to p.Hide (for a confined mode). A hidden directory that
+// is itself one of the roots is left out, so that [Fence.Pin] refuses the
+// root with the fence's own reason. It reads the file system.
+func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
+	if p.Mode.Confined() {
+		var roots []string
+		for _, r := range append([]string{p.Workspace}, p.Writable...) {
+			if c, err := sandbox.Canonical(r); err == nil {
+				roots = append(roots, c)
+			}
+		}
+		p.Hide = slices.Clone(p.Hide)
+		for _, h := range f.HiddenNow() {
+			if !slices.Contains(roots, h) {
+				p.Hide = append(p.Hide, h)
+			}
+		}
+	}
+	return sandbox.NewPolicy(p)
+}

@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// StateDir is the layout of paddock's state directory: the one place
+// where the names of its files and directories are spelled. Root is the
+// directory itself (absolute). Every method is pure.
+//
+//	<root>/paddock.db              the queue (SQLite; -wal and -shm beside it)
+//	<root>/events.jsonl            the event log (workers append, waits read)
+//	<root>/logs/<id>.<n>.stdout    attempt logs, one flat directory
+//	<root>/workspaces/<id>/        a job's default workspace
+//	<root>/inbox/                  job files dropped by agents
+//	<root>/cache/probe.json        the probe cache
+//	<root>/cache/wazero/           the hooks' compilation cache
+//
+// Jobs never see any of it: the whole directory is hidden inside every
+// sandbox, and only a job's own default workspace is bound back.
+type StateDir struct {
+	Root string
+}
+
+// Names inside the state directory.
+const (
+	databaseName   = "paddock.db"
+	eventLogName   = "events.jsonl"
+	logsName       = "logs"
+	workspacesName = "workspaces"
+	inboxName      = "inbox"
+	cacheName      = "cache"
+	probeCacheName = "probe.json"
+	hookCacheName  = "wazero"
+)
+
+// Database is the queue's SQLite file.
+func (s StateDir) Database() string { return filepath.Join(s.Root, databaseName) }
+
+// EventLog is the append-only event log (see [OpenEventLog]).
+func (s StateDir) EventLog() string { return filepath.Join(s.Root, eventLogName) }
+
+// Logs is the flat directory of attempt logs: a directory per job would
+// cost a mkdir per job.
+func (s StateDir) Logs() string { return filepath.Join(s.Root, logsName) }
+
+// AttemptLogs returns where attempt number attempt (1-based) of job jobID
+// writes its stdout and stderr: <root>/logs/<jobID>.<attempt>.stdout and
+// .stderr. A file exists once the job wrote a byte to that stream.
+func (s StateDir) AttemptLogs(jobID string, attempt int) (stdout, stderr string) {
+	base := filepath.Join(s.Logs(), fmt.Sprintf("%s.%d", jobID, attempt))
+	return base + ".stdout", base + ".stderr"
+}
+
+// Workspaces is the parent of the jobs' default workspaces.
+func (s StateDir) Workspaces() string { return filepath.Join(s.Root, workspacesName) }
+
+// DefaultWorkspace is the workspace of a job that names none; it is that
+// job's alone.
+func (s StateDir) DefaultWorkspace(jobID string) string {
+	return filepath.Join(s.Workspaces(), jobID)
+}
+
+// Inbox is the directory agents drop job files into.
+func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }
+
+// ProbeCache is the probe cache file (see sandbox.ProbeCached).
+func (s StateDir) ProbeCache() string { return filepath.Join(s.Root, cacheName, probeCacheName) }
+
+// HookCache is the hooks' on-disk compilation cache directory.
+func (s StateDir) HookCache() string { return filepath.Join(s.Root, cacheName, hookCacheName) }
