@@ -12,7 +12,7 @@ HOOKS_DIR := $(BIN)/hooks
 COMMAND_HOOKS := denylist minimal
 REACTOR_HOOKS := tighten minimal-reactor
 
-.PHONY: all build hooks bwrap test vet demo clean bench soak
+.PHONY: all build hooks bwrap test test-unprivileged vet demo clean bench soak
 
 all: build hooks
 
@@ -53,6 +53,22 @@ vet:
 
 test: bwrap hooks vet
 	$(GO) test -count=1 -timeout 9m ./...
+	@$(MAKE) --no-print-directory test-unprivileged
+
+# test-unprivileged runs the escape suites again as an unprivileged user
+# (nobody) when make runs as root, as CI does: the fence must hold for
+# both, and root's run alone cannot show the unprivileged one. The test
+# binary and paddock are built first and copied where nobody can read them.
+ESCAPE_TESTS := TestEscape|TestE2E(StateDir|LoaderEnv|InheritedFDs|ProcSys|RaceIntoStateDir|OtherJobsWorkspace|QueueCannotBeLocked)
+test-unprivileged: build
+	@if [ "$$(id -u)" != 0 ]; then echo "make: test-unprivileged: not root; make test already ran unprivileged"; exit 0; fi; \
+	set -e; dir=$$(mktemp -d /tmp/paddock-unpriv-XXXXXX); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) test -c -o "$$dir/e2etest.test" ./internal/e2etest; \
+	cp $(BIN)/paddock "$$dir/paddock"; chmod 755 "$$dir" "$$dir/paddock" "$$dir/e2etest.test"; \
+	echo "runuser -u nobody -- e2etest.test -test.run '$(ESCAPE_TESTS)'"; \
+	cd "$$dir" && runuser -u nobody -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$$dir" TMPDIR=/tmp \
+		PADDOCK_REQUIRE_BWRAP=$${PADDOCK_REQUIRE_BWRAP:-} PADDOCK_E2E_BIN="$$dir/paddock" \
+		./e2etest.test -test.count=1 -test.timeout 5m -test.run '$(ESCAPE_TESTS)'
 
 demo: bwrap build hooks
 	./examples/demo.sh

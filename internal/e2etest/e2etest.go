@@ -41,11 +41,20 @@ var (
 	buildErr  error
 )
 
+// BinaryEnv names the environment variable that gives [Paddock] a binary
+// built beforehand: the Makefile sets it when it runs the escape suite as
+// an unprivileged user, who cannot use root's Go build cache.
+const BinaryEnv = "PADDOCK_E2E_BIN"
+
 // Paddock returns the path of a paddock binary built from this module's
 // cmd/paddock, building it on first use (once per test binary, into a
-// temporary directory that [Cleanup] removes).
+// temporary directory that [Cleanup] removes), or $PADDOCK_E2E_BIN when
+// set.
 func Paddock(tb testing.TB) string {
 	tb.Helper()
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "paddock-e2e-bin-")
 		if err != nil {
