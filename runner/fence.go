@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -45,6 +47,56 @@ type Fence struct {
 	stateDir  string   // canonical; "" = none
 	protected []string // absolute as given and canonical as far as they exist
 	hidden    []string // absolute as given and canonical
+	cache     *fenceCache
+}
+
+// fenceCacheTTL is how long the identities of the protected paths and the
+// hidden directories that exist are reused before they are read again.
+// They are paddock's own paths, which no job can rename (a root that
+// contains one is refused), so a second of reuse loses nothing but the
+// ~100 system calls a job would otherwise cost.
+const fenceCacheTTL = time.Second
+
+// fenceCache holds what the fence read from the file system, for
+// fenceCacheTTL; shared by the copies of one Fence.
+type fenceCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	now *fenceState
+}
+
+// fenceState is what the fence read from the file system: the identities
+// of the protected paths and their ancestors, the hidden directories that
+// exist, and their identities.
+type fenceState struct {
+	protected map[fileID]string
+	hidden    []string
+	hiddenIDs map[fileID]string
+}
+
+// state returns the fence's fenceState, read again when older than
+// fenceCacheTTL.
+func (f Fence) state() *fenceState {
+	if f.cache == nil {
+		return f.readState()
+	}
+	c := f.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if age := time.Since(c.at); c.now == nil || age > fenceCacheTTL || age < 0 {
+		c.now, c.at = f.readState(), time.Now()
+	}
+	return c.now
+}
+
+func (f Fence) readState() *fenceState {
+	st := &fenceState{protected: f.protectedAncestors(), hidden: f.hiddenNow(), hiddenIDs: map[fileID]string{}}
+	for _, h := range f.hidden {
+		if id, ok := statPathID(h); ok {
+			st.hiddenIDs[id] = h
+		}
+	}
+	return st
 }
 
 // FenceFor returns the fence of a worker with this state directory and
@@ -64,6 +116,7 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 	}
 	f.protected = addPaths(f.protected, extra...)
 	f.hidden = addPaths(f.hidden, stateDir, cfg.StateDir)
+	f.cache = &fenceCache{}
 	return f
 }
 
@@ -72,6 +125,7 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 func (f Fence) WithHidden(dirs ...string) Fence {
 	f.protected = addPaths(slices.Clone(f.protected), dirs...)
 	f.hidden = addPaths(slices.Clone(f.hidden), dirs...)
+	f.cache = &fenceCache{}
 	return f
 }
 
@@ -134,10 +188,14 @@ func canonicalPrefix(path string) string {
 	return resolved
 }
 
-// HiddenNow returns the fence's hidden directories that exist now as
+// HiddenNow returns the fence's hidden directories that exist as
 // directories, canonical, for [sandbox.PolicyParams].Hide. It reads the
-// file system.
+// file system at most once a second (fenceCacheTTL).
 func (f Fence) HiddenNow() []string {
+	return slices.Clone(f.state().hidden)
+}
+
+func (f Fence) hiddenNow() []string {
 	var out []string
 	for _, h := range f.hidden {
 		c, err := filepath.EvalSymlinks(h)
@@ -210,21 +268,17 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 	if len(roots) == 0 {
 		return nil
 	}
-	hidden := map[fileID]string{}
-	for _, h := range f.hidden {
-		if id, ok := statPathID(h); ok {
-			hidden[id] = h
-		}
-	}
+	st := f.state()
+	hidden := st.hiddenIDs
 	var own fileID
 	ownPath := ""
 	if f.stateDir != "" && jobID != "" && !strings.ContainsAny(jobID, "/\x00") && jobID != "." && jobID != ".." {
 		ownPath = StateDir{Root: f.stateDir}.DefaultWorkspace(jobID)
 		own, _ = lstatID(ownPath)
 	}
-	var protected map[fileID]string
-	if pol.Mode() == sandbox.ModeWorkspaceWrite {
-		protected = f.protectedAncestors()
+	protected := st.protected
+	if pol.Mode() != sandbox.ModeWorkspaceWrite {
+		protected = nil
 	}
 	for i, file := range pins.Files() {
 		root := roots[i]
@@ -343,21 +397,32 @@ func walkUp(dir *os.File, visit func(id fileID, first bool) bool) error {
 	return fmt.Errorf("deeper than %d directories", maxDepth)
 }
 
+// CheckJob returns the error a worker refuses job j with before its
+// hooks (its sandbox policy cannot be built, or [Fence.Pin] refuses a
+// root), or nil. It opens and closes the roots; safe for concurrent use.
+func (f Fence) CheckJob(j hooks.Job) error {
+	pol, err := f.policy(j)
+	if err != nil {
+		return err
+	}
+	return f.Check(pol, j.ID)
+}
+
 // SandboxInfo computes the request's sandbox section for a job as it
 // stands, with no [Fence]: the confined argv it would run with now. Use
 // [Fence.SandboxInfo] for a worker's chain.
 func SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) { return Fence{}.SandboxInfo(j) }
 
 // SandboxInfo computes the request's sandbox section for a job as it
-// stands: the confined argv it would run with now, fence included (roots
-// shown by path). It is the chain's [hooks.ChainOptions.Sandbox] callback.
+// stands: the confined argv it would run with now, the fence's hidden
+// directories included (roots shown by path). It is the chain's
+// [hooks.ChainOptions.Sandbox] callback. It does not pin the roots: the
+// runner checks them with [Fence.Pin] before the hooks and again after
+// any adjustment.
 func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	d := sandbox.Discovered()
 	info := hooks.SandboxInfo{Grade: string(d.Grade), Executable: d.Executable}
 	pol, err := f.policy(j)
-	if err == nil {
-		err = f.Check(pol, j.ID)
-	}
 	if err != nil {
 		return info, err
 	}

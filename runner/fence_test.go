@@ -65,13 +65,7 @@ func TestFenceRefuses(t *testing.T) {
 
 // checkJob is what a worker does with j before its hooks: build the
 // policy with the fence's hidden directories, then pin and check it.
-func checkJob(f Fence, j hooks.Job) error {
-	pol, err := f.policy(j)
-	if err != nil {
-		return err
-	}
-	return f.Check(pol, j.ID)
-}
+func checkJob(f Fence, j hooks.Job) error { return f.CheckJob(j) }
 
 // TestFenceSymlinksAndDefaults: a state directory given through a symlink
 // is protected where the link is too (a job could repoint it), and the

@@ -88,7 +88,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			}
 		}
 		hj := ex.HookJob(job, ws, 1)
-		if _, err := a.fence().SandboxInfo(hj); err != nil {
+		if err := a.fence().CheckJob(hj); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
 			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
@@ -112,6 +112,9 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
 		if res.Verdict == hooks.VerdictAllow {
 			info, err := a.fence().SandboxInfo(res.Job)
+			if err == nil {
+				err = a.fence().CheckJob(res.Job)
+			}
 			if err != nil {
 				// Allowed, but the sandbox cannot be built for it: every
 				// attempt would fail before the command runs.
