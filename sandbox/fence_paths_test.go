@@ -267,3 +267,26 @@ func runPinned(t *testing.T, d Discovery, p Policy, u who, between func(), argv 
 	}
 	return runArgv(t, full, p.Mode(), u, pins.Files()...)
 }
+
+// TestLoadedFiles: bwrap's loader, libc and the rest of what it maps are
+// found (the fence protects them: a job writing one would run its code as
+// the next bwrap, on the host); a static program gives itself alone.
+func TestLoadedFiles(t *testing.T) {
+	rep := requireBwrap(t)
+	files := LoadedFiles(rep.Executable)
+	require.Equal(t, rep.Executable, files[0])
+	if len(files) == 1 {
+		t.Skip("bwrap is statically linked here")
+	}
+	var libc bool
+	for _, f := range files {
+		libc = libc || strings.HasPrefix(filepath.Base(f), "libc.so")
+		require.True(t, filepath.IsAbs(f), f)
+	}
+	require.True(t, libc, "libc among %v", files)
+	require.Contains(t, files, "/etc/ld.so.cache")
+	self, err := os.Executable()
+	require.NoError(t, err)
+	require.NotEmpty(t, LoadedFiles(self))
+	require.Equal(t, []string{"/nonexistent/x"}, LoadedFiles("/nonexistent/x"))
+}

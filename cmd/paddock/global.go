@@ -11,6 +11,7 @@ import (
 
 	"paddock/internal/suggest"
 	"paddock/runner"
+	"paddock/sandbox"
 )
 
 // GlobalOptions are the flags every command shares. They are filled by cobra
@@ -71,7 +72,11 @@ func defaultPaths() []string {
 		p := filepath.Join(d, "bwrap")
 		ps = append(ps, p)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			break // what exec.LookPath finds: later entries are never reached
+			// What exec.LookPath finds: later entries are never reached.
+			// The libraries its loader maps run as bwrap does, on the
+			// host: protected like bwrap.
+			ps = append(ps, sandbox.LoadedFiles(p)...)
+			break
 		}
 	}
 	ps = append(ps, defaultHidden()...)

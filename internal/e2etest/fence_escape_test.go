@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox"
 )
 
 // bothGrades runs f once at this host's grade and once with the partial
@@ -216,6 +218,25 @@ time.sleep(4)
 		require.Contains(t, out, "cannot open paddock.db-shm")
 		b.WaitState("quick", time.Minute, "succeeded")
 	})
+}
+
+// TestE2EBwrapLibrariesProtected: a job may not be given a writable
+// directory that holds a library bwrap loads: as a root worker's job it
+// could replace libc, and the next bwrap would run its code on the host.
+func TestE2EBwrapLibrariesProtected(t *testing.T) {
+	t.Parallel()
+	rep := RequireBwrap(t)
+	files := sandbox.LoadedFiles(rep.Executable)
+	if len(files) < 2 {
+		t.Skip("bwrap is statically linked here")
+	}
+	b := Setup(t, "")
+	libDir := filepath.Dir(files[1]) // the loader's directory
+	job := b.WriteJob("lib.toml", fmt.Sprintf("mode = \"workspace_write\"\nwritable = [%q]\ncommand = \"echo RAN\"\n", libDir))
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 125, code, out+errOut)
+	require.NotContains(t, out, "RAN")
+	require.Contains(t, errOut, "contains "+libDir+"/")
 }
 
 // hostDirUnder makes a fresh directory under base (0755) that jobs see
