@@ -22,7 +22,11 @@ type ChainOptions struct {
 	// job (and denies any job that names an optional hook).
 	Hooks []Config
 	// CacheDir is wazero's on-disk compilation cache (the CLI uses
-	// <state-dir>/cache/wazero); created if missing. Defaults to "" (an
+	// <state-dir>/cache/wazero); created if missing. It is sealed: a
+	// manifest (CacheDir + ".seal") lists each entry's inode, size and
+	// times under an HMAC whose key is CacheDir + ".key" (0600), and an
+	// entry it does not list as it is now is removed and compiled again,
+	// never run. Defaults to "" (an
 	// in-memory cache shared by the chain's hooks, lost on Close).
 	CacheDir string
 	// Sandbox computes the request's "sandbox" section for a job as it
@@ -82,6 +86,7 @@ type Chain struct {
 // neither ABI is not an error here: it loads with ABI [ABINone] and denies
 // every job (see [ErrNoABI]).
 func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
+	var seal *cacheSeal
 	c := &Chain{byName: map[string]*hook{}, sandbox: o.Sandbox, resolve: o.ResolvePath}
 	if o.CacheDir != "" {
 		// Made and checked here, not left to wazero: its error would be
@@ -92,6 +97,11 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 		}
 		if err := unix.Access(o.CacheDir, unix.W_OK); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCacheDir, &fs.PathError{Op: "write", Path: o.CacheDir, Err: err})
+		}
+		// Entries the seal does not vouch for are removed before wazero
+		// reads any (see cacheseal.go).
+		if seal, _, err = openCacheSeal(o.CacheDir); err != nil {
+			return nil, fmt.Errorf("%w: sealing %s: %w", ErrCacheDir, o.CacheDir, err)
 		}
 		if c.cache, err = wazero.NewCompilationCacheWithDir(o.CacheDir); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCacheDir, err)
@@ -152,6 +162,11 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 	}
 	if err := firstNonNil(errs); err != nil {
 		return nil, err
+	}
+	if seal != nil {
+		// A manifest that cannot be written only costs the next start a
+		// compile: every entry it does not list is removed then.
+		_ = seal.record()
 	}
 	if o.Prewarm {
 		for _, h := range c.hooks {

@@ -80,7 +80,10 @@ func TestE2EConfineDefaultWorkspace(t *testing.T) {
 	for _, c := range []struct{ mode, bind string }{{"workspace_write", "--bind"}, {"read_only", "--ro-bind"}} {
 		out, errOut, code := b.RunIn(link, "", "confine", "--mode", c.mode, "--", "true")
 		require.Equal(t, 0, code, errOut)
-		require.Contains(t, out, " "+c.bind+" "+real+" "+real+" --chdir "+real+" -- true\n", c.mode)
+		// Between the bind and --chdir come the directories paddock hides
+		// that exist on this host (the default state directory, say).
+		require.Contains(t, out, " "+c.bind+" "+real+" "+real+" ", c.mode)
+		require.True(t, strings.HasSuffix(out, " --chdir "+real+" -- true\n"), out)
 	}
 	help, _, code := b.Run("confine", "--help")
 	require.Equal(t, 0, code)
@@ -102,7 +105,8 @@ func TestE2EConfineWarnsWhatAWorkerRefuses(t *testing.T) {
 
 	out, errOut, code := b.RunIn(dir, "", "confine", "--mode", "workspace_write", "--workspace", ".", "--", "make", "test")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, " --bind "+dir+" "+dir+" --chdir "+dir+" -- make test\n")
+	require.Contains(t, out, " --bind "+dir+" "+dir+" ")
+	require.True(t, strings.HasSuffix(out, " --chdir "+dir+" -- make test\n"), out)
 	require.Equal(t, "paddock: warning: a paddock worker would not run a job with this workspace: runner: "+dir+" contains "+state+", which paddock keeps out of every job's reach", strings.SplitN(errOut, " (", 2)[0])
 	require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
 
