@@ -134,3 +134,26 @@ func TestFenceDanglingLink(t *testing.T) {
 	require.NoError(t, os.Symlink("../"+filepath.Base(ws)+"/x", filepath.Join(links, "rel")))
 	require.Equal(t, filepath.Join(filepath.Dir(links), filepath.Base(ws), "x", "y"), canonicalPrefix(filepath.Join(links, "rel", "y")))
 }
+
+// BenchmarkFencePin is the fence's share of a job's start: the policy with
+// the hidden directories, and its roots pinned and checked by inode.
+func BenchmarkFencePin(b *testing.B) {
+	state := filepath.Join(b.TempDir(), "state")
+	own := filepath.Join(state, "workspaces", "j1")
+	require.NoError(b, os.MkdirAll(own, 0o700))
+	cfg := filepath.Join(b.TempDir(), "paddock", "config.toml")
+	f := FenceFor(state, Config{Path: cfg}, "/usr/bin/bwrap", "/usr/local/bin/bwrap").WithHidden(filepath.Join(b.TempDir(), "other-state"))
+	j := hooks.Job{ID: "j1", Argv: []string{"true"}, Mode: "workspace_write", Workspace: own, Network: true}
+	b.ResetTimer()
+	for b.Loop() {
+		pol, err := f.policy(j)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pins, err := f.Pin(pol, j.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pins.Close()
+	}
+}
