@@ -11,13 +11,14 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
 func BenchmarkParse10k(b *testing.B) {
 	data := batchTOML(10_000, "j")
 	for b.Loop() {
-		if _, err := queue.Parse("bench.toml", data, "/srv"); err != nil {
+		if _, err := jobspec.Parse("bench.toml", data, "/srv"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,7 +36,7 @@ func BenchmarkTOMLDecode10k(b *testing.B) {
 
 func BenchmarkEnqueueOnly10k(b *testing.B) {
 	data := batchTOML(10_000, "j")
-	specs, err := queue.Parse("bench.toml", data, "/srv")
+	specs, err := jobspec.Parse("bench.toml", data, "/srv")
 	if err != nil {
 		b.Fatal(err)
 	}

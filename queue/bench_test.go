@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkEnqueueBatch10k(b *testing.B) {
 		st := openBench(b) // fresh store: the names must be free
 		b.StartTimer()
 		c0 := cpuTime()
-		specs, err := queue.Parse("bench.toml", data, "/srv")
+		specs, err := jobspec.Parse("bench.toml", data, "/srv")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,9 +79,9 @@ func BenchmarkClaim100k(b *testing.B) {
 	st := openBench(b)
 	fill := func() {
 		for i := range 10 {
-			specs := make([]queue.Spec, 10_000)
+			specs := make([]jobspec.Spec, 10_000)
 			for j := range specs {
-				specs[j] = queue.Spec{Command: []string{"true"}, Priority: (i*10_000 + j) % 4, Labels: map[string]string{"b": "c"}}
+				specs[j] = jobspec.Spec{Command: []string{"true"}, Priority: (i*10_000 + j) % 4, Labels: map[string]string{"b": "c"}}
 			}
 			if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs}); err != nil {
 				b.Fatal(err)
@@ -133,9 +134,9 @@ func BenchmarkEnqueueFlat(b *testing.B) {
 			if i == 0 || i == n-w {
 				c0 = cpuTime()
 			}
-			spec := queue.Spec{Name: fmt.Sprintf("job-%d", i), Command: []string{"echo", "x"}, Priority: i % 4, Labels: map[string]string{"k": "v"}}
+			spec := jobspec.Spec{Name: fmt.Sprintf("job-%d", i), Command: []string{"echo", "x"}, Priority: i % 4, Labels: map[string]string{"k": "v"}}
 			t0 := time.Now()
-			if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{spec}, Source: "name = \"x\"\ncommand = [\"echo\", \"x\"]\n"}); err != nil {
+			if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{spec}, Source: "name = \"x\"\ncommand = [\"echo\", \"x\"]\n"}); err != nil {
 				b.Fatal(err)
 			}
 			d := time.Since(t0)

@@ -1,10 +1,9 @@
-// Package queue is paddock's job format and durable job queue.
+// Package queue is paddock's durable job queue.
 //
-// It parses job files (TOML, strictly validated: [Parse], [ParseFile]),
-// keeps jobs in a [Store] that survives crashes and serves many worker
-// processes at once ([OpenSQLite], one SQLite file in WAL mode, pure Go), and
-// takes job files dropped into a directory ([Inbox]). The job-file fields and
-// their defaults are documented in README.md beside this file.
+// It keeps jobs (specs parsed by package jobspec) in a [Store] that
+// survives crashes and serves many worker processes at once ([OpenSQLite],
+// one SQLite file in WAL mode, pure Go), and takes job files dropped into a
+// directory ([Inbox]).
 //
 // The package never runs a job, evaluates a hook or touches a sandbox: the
 // runner claims jobs, does the work and reports each attempt with
@@ -15,7 +14,7 @@
 //
 // A [Store] is safe for concurrent use by many goroutines; the SQLite store
 // is also safe for many processes sharing one file on one machine (not over
-// a network file system). [Parse] is pure and safe for concurrent use. An
+// a network file system). An
 // [Inbox] is safe for concurrent use and serializes scans across processes
 // with a lock file.
 //
@@ -56,7 +55,7 @@
 //
 // Ids are 16 lower-case Crockford base32 characters: 48 bits of Unix
 // milliseconds then 32 random bits ([NewID]), so they sort by creation time.
-// Names are optional, at most [MaxNameLen] bytes of letters, digits, '.',
+// Names are optional, at most jobspec.MaxNameLen bytes of letters, digits, '.',
 // '_' and '-', starting with a letter or digit, and never shaped like an id.
 // A name need not be unique over time: a ref (JobGet, JobCancel, JobRetry,
 // Spec.After) that is not an id resolves to the newest job with that name.
@@ -97,8 +96,8 @@
 // [Store.ScheduleTick], which every worker calls, enqueues one instance per
 // tick: an ordinary job named "<schedule>-<tick YYYYMMDDTHHMMSSZ, UTC>",
 // labelled schedule=<name> and schedule_tick=<tick RFC 3339>. Expressions
-// are parsed by [ParseCron] (github.com/netresearch/go-cron) and next
-// times computed by [Cron.Next] in Spec.Timezone (UTC by default):
+// are parsed by jobspec.ParseCron (github.com/netresearch/go-cron) and next
+// times computed by jobspec.Cron.Next in Spec.Timezone (UTC by default):
 //
 //   - Daylight-saving time: a wall-clock time that does not exist runs
 //     once, at the first instant after the gap; one that happens twice runs
@@ -108,16 +107,16 @@
 //     transaction; the decision log's primary key is (schedule, tick), so
 //     several workers on one store never make two instances of a tick.
 //   - Overlap (Spec.Overlap): a tick whose previous instance is still
-//     queued or running is skipped ([OverlapSkip], the default), waits for
-//     it ([OverlapQueue], at most one waiting tick), or runs anyway
-//     ([OverlapAllow]).
+//     queued or running is skipped (jobspec.OverlapSkip, the default), waits for
+//     it (jobspec.OverlapQueue, at most one waiting tick), or runs anyway
+//     (jobspec.OverlapAllow).
 //   - Missed runs: only the newest due tick can get an instance; older due
 //     ticks (no worker was running) are recorded as [DecisionMissed], one
 //     record per outage. The newest is on time when at most
 //     [ScheduleOnTime] late. After missed ticks, or when late,
-//     [MissedRunOnce] (the default) runs it once as [DecisionCaughtUp] if
-//     it is at most Spec.MissedGrace ([MissedGraceDefault]) late;
-//     [MissedSkip] records it as missed. Never a burst.
+//     jobspec.MissedRunOnce (the default) runs it once as [DecisionCaughtUp] if
+//     it is at most Spec.MissedGrace (jobspec.MissedGraceDefault) late;
+//     jobspec.MissedSkip records it as missed. Never a burst.
 //   - Paused schedules decide nothing; resuming starts from the next tick
 //     after now (the paused ticks are not "missed").
 //

@@ -5,14 +5,9 @@ import (
 	"encoding/binary"
 	"sync"
 	"time"
+
+	"paddock/jobspec"
 )
-
-// idAlphabet is Crockford's base32 in lower case (no i, l, o, u), whose
-// byte order matches its numeric order.
-const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-
-// IDLen is the length of a job id.
-const IDLen = 16
 
 var idGen struct {
 	sync.Mutex
@@ -45,27 +40,14 @@ func NewID(now time.Time) string {
 	idGen.lastMS, idGen.lastLo = ms, lo
 	idGen.Unlock()
 
-	var out [IDLen]byte
+	var out [jobspec.IDLen]byte
 	// 80 bits: ms (48) << 32 | lo (32); emit 5 bits at a time, high first.
 	hi := ms >> 32           // top 16 bits
 	v := ms<<32 | uint64(lo) // low 64 bits
-	for i := IDLen - 1; i >= 0; i-- {
-		out[i] = idAlphabet[v&31]
+	for i := jobspec.IDLen - 1; i >= 0; i-- {
+		out[i] = jobspec.IDAlphabet[v&31]
 		v = v>>5 | (hi&31)<<59
 		hi >>= 5
 	}
 	return string(out[:])
-}
-
-func looksLikeID(s string) bool {
-	if len(s) != IDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' && c != 'i' && c != 'l' && c != 'o' && c != 'u') {
-			return false
-		}
-	}
-	return true
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"paddock/internal/filekind"
+	"paddock/jobspec"
 )
 
 // Inbox defaults and limits.
@@ -25,7 +26,7 @@ const (
 	InboxSettleDefault = time.Second
 	// InboxMaxBytes is the largest job file the inbox reads; larger files
 	// are rejected.
-	InboxMaxBytes = MaxJobFileBytes
+	InboxMaxBytes = jobspec.MaxFileBytes
 )
 
 // InboxOptions configure NewInbox.
@@ -46,7 +47,7 @@ type InboxOptions struct {
 	// hook names against the config). An error refuses the file as a
 	// validation error would. source is the file's text (for KeyLines).
 	// Defaults to nil (no extra check).
-	Check func(file string, source []byte, specs []Spec) error
+	Check func(file string, source []byte, specs []jobspec.Spec) error
 }
 
 // InboxResult says what happened to one file.
@@ -93,7 +94,7 @@ type Inbox struct {
 	store                               Store
 	settle                              time.Duration
 	clock                               func() time.Time
-	check                               func(string, []byte, []Spec) error
+	check                               func(string, []byte, []jobspec.Spec) error
 
 	mu   sync.Mutex
 	seen map[string]seenFile
@@ -261,9 +262,9 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 	proc := filepath.Join(in.processing, final)
 	res := InboxResult{File: name}
 	data, err := readCapped(proc, name)
-	var specs []Spec
+	var specs []jobspec.Spec
 	if err == nil {
-		specs, err = Parse(name, data, in.dir)
+		specs, err = jobspec.Parse(name, data, in.dir)
 	}
 	if err == nil && in.check != nil {
 		err = in.check(name, data, specs)
@@ -273,7 +274,7 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 		jobs, err = in.store.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: filepath.Join(in.accepted, final)})
 		if err == nil {
 			res.Jobs = jobs
-		} else if verr := (*ValidationError)(nil); errors.As(err, &verr) {
+		} else if verr := (*jobspec.ValidationError)(nil); errors.As(err, &verr) {
 			for i := range verr.Errors {
 				verr.Errors[i].File = name // as dropped, not where it would have gone
 			}
@@ -358,7 +359,7 @@ func readCapped(path, name string) ([]byte, error) {
 
 // errorText is the .error file: one problem per line.
 func errorText(err error) string {
-	var verr *ValidationError
+	var verr *jobspec.ValidationError
 	if errors.As(err, &verr) {
 		var b strings.Builder
 		for _, fe := range verr.Errors {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/storetest"
 )
@@ -60,7 +61,7 @@ func TestInbox(t *testing.T) {
 		require.Len(t, res, 2)
 
 		require.Equal(t, "bad.toml", res[0].File)
-		require.ErrorIs(t, res[0].Err, queue.ErrInvalid)
+		require.ErrorIs(t, res[0].Err, jobspec.ErrInvalid)
 		require.Equal(t, filepath.Join(inbox, "rejected", "bad.toml"), res[0].Path)
 		msg, err := os.ReadFile(res[0].Path + ".error")
 		require.NoError(t, err)
@@ -184,7 +185,7 @@ func TestInbox(t *testing.T) {
 		inbox := b.in.Dir()
 		// A crash after enqueue, before the final move.
 		src := "name = \"done\"\ncommand = \"true\"\n"
-		specs, err := queue.Parse("x.toml", []byte(src), inbox)
+		specs, err := jobspec.Parse("x.toml", []byte(src), inbox)
 		require.NoError(t, err)
 		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: specs, Source: src, SourcePath: filepath.Join(inbox, "accepted", "x.toml")})
 		require.NoError(t, err)
@@ -219,7 +220,7 @@ func TestInboxCheck(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	var checked []string
 	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: time.Second, Clock: clock.Now,
-		Check: func(file string, _ []byte, specs []queue.Spec) error {
+		Check: func(file string, _ []byte, specs []jobspec.Spec) error {
 			checked = append(checked, file)
 			if len(specs[0].Hooks) > 0 {
 				return errors.New(file + ":1: hooks: unknown hook")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/jobspec"
 )
 
 // TestQueryPlans guards the indexes the hot paths rely on: no statement
@@ -73,7 +75,7 @@ func TestMigrateFromV2(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	st, err := OpenSQLite(ctx, path, SQLiteOptions{})
 	require.NoError(t, err)
-	_, err = st.JobEnqueue(ctx, &JobEnqueueParams{Specs: []Spec{{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, After: []string{"a"}}}})
+	_, err = st.JobEnqueue(ctx, &JobEnqueueParams{Specs: []jobspec.Spec{{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, After: []string{"a"}}}})
 	require.NoError(t, err)
 	_, err = st.w.ExecContext(ctx, `DROP INDEX jobs_finished2; DROP INDEX jobs_blocked;
 		CREATE INDEX jobs_finished ON jobs(finished_ns) WHERE finished_ns > 0;
@@ -123,9 +125,9 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	for i := range 10 {
-		specs := make([]Spec, 10_000)
+		specs := make([]jobspec.Spec, 10_000)
 		for j := range specs {
-			specs[j] = Spec{Command: []string{"true"}, Priority: (i*10_000 + j) % 4, Labels: map[string]string{"b": "c"}}
+			specs[j] = jobspec.Spec{Command: []string{"true"}, Priority: (i*10_000 + j) % 4, Labels: map[string]string{"b": "c"}}
 		}
 		_, err := st.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs})
 		require.NoError(t, err)
@@ -156,9 +158,9 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 		require.NoError(t, err)
 	}
 	finish := float64(frames()) / n
-	specs := make([]Spec, 10_000)
+	specs := make([]jobspec.Spec, 10_000)
 	for j := range specs {
-		specs[j] = Spec{Name: "job-" + strconv.Itoa(j), Command: []string{"/usr/bin/env", "echo", "x"}, Priority: j % 4, Labels: map[string]string{"batch": "b"}}
+		specs[j] = jobspec.Spec{Name: "job-" + strconv.Itoa(j), Command: []string{"/usr/bin/env", "echo", "x"}, Priority: j % 4, Labels: map[string]string{"batch": "b"}}
 	}
 	_, err = st.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs})
 	require.NoError(t, err)

@@ -5,46 +5,20 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"paddock/jobspec"
 )
 
-// Schedule policies and defaults (the job-file keys overlap, missed and
-// missed_grace; README.md beside this file documents them).
+// Scheduler constants.
 const (
-	// OverlapSkip (the default): a tick that comes while the schedule's
-	// newest instance is still queued or running is skipped and recorded.
-	OverlapSkip = "skip"
-	// OverlapQueue: such a tick waits (DecisionDeferred) and its instance
-	// is enqueued once the running one has finished. At most one tick
-	// waits; later ones are skipped while it does.
-	OverlapQueue = "queue"
-	// OverlapAllow: every tick gets an instance, whatever is running.
-	OverlapAllow = "allow"
-
-	// MissedRunOnce (the default): after ticks were missed (no worker
-	// was running), one catch-up instance runs for the newest missed tick
-	// if it is at most MissedGrace old; the others are recorded as missed.
-	MissedRunOnce = "run_once"
-	// MissedSkip: missed ticks get no instance; they are recorded.
-	MissedSkip = "skip"
-
-	// MissedGraceDefault is Spec.MissedGrace's default.
-	MissedGraceDefault = time.Hour
 	// ScheduleOnTime is how late a tick may be handled and still count as
 	// on time rather than missed (workers look at least every second).
 	ScheduleOnTime = time.Minute
-	// MaxScheduleNameLen is the longest schedule name, in bytes: instance
-	// names add "-YYYYMMDDTHHMMSSZ" and must fit in MaxNameLen.
-	MaxScheduleNameLen = MaxNameLen - len("-20060102T150405Z")
 	// ScheduleLabel is the label every instance carries, set to the
 	// schedule's name: `paddock ls --label schedule=NAME` lists them.
 	ScheduleLabel = "schedule"
 	// ScheduleTickLabel is the label set to the instance's tick (RFC 3339, UTC).
 	ScheduleTickLabel = "schedule_tick"
-)
-
-var (
-	overlapPolicies = []string{OverlapSkip, OverlapQueue, OverlapAllow}
-	missedPolicies  = []string{MissedRunOnce, MissedSkip}
 )
 
 // Decisions recorded for schedule ticks (ScheduleDecision.Decision).
@@ -72,9 +46,9 @@ const (
 // labels ScheduleLabel and ScheduleTickLabel.
 type Schedule struct {
 	Name       string
-	Spec       Spec   // as submitted; Spec.Schedule is the expression
-	Source     string // the submitted file's text
-	SourcePath string // "" for stdin or Go callers
+	Spec       jobspec.Spec // as submitted; Spec.Schedule is the expression
+	Source     string       // the submitted file's text
+	SourcePath string       // "" for stdin or Go callers
 	Paused     bool
 	CreatedAt  time.Time
 	UpdatedAt  time.Time // last upsert, pause or resume
@@ -92,7 +66,7 @@ type Schedule struct {
 
 // Location returns the schedule's time zone (UTC when Spec.Timezone is
 // empty or, which validation prevents, unknown).
-func (s *Schedule) Location() *time.Location { return specLocation(&s.Spec) }
+func (s *Schedule) Location() *time.Location { return s.Spec.Location() }
 
 // ScheduleDecision is one recorded scheduler decision about one tick.
 type ScheduleDecision struct {
@@ -108,7 +82,7 @@ type ScheduleDecision struct {
 
 // ScheduleUpsertParams is a batch of scheduled specs to create or update.
 type ScheduleUpsertParams struct {
-	Specs      []Spec // every one with Schedule and Name set
+	Specs      []jobspec.Spec // every one with Schedule and Name set
 	Source     string
 	SourcePath string
 	SourceName string // as JobEnqueueParams.SourceName
@@ -116,7 +90,7 @@ type ScheduleUpsertParams struct {
 
 // sourceName is how messages name p's file.
 func (p *ScheduleUpsertParams) sourceName() string {
-	return cmp.Or(p.SourceName, p.SourcePath, StdinName)
+	return cmp.Or(p.SourceName, p.SourcePath, jobspec.StdinName)
 }
 
 // ScheduleListParams filters ScheduleList. The zero value lists all.
@@ -144,75 +118,13 @@ type ScheduleDecisionListParams struct {
 	Limit    int    // newest first, at most this many; <= 0 = 100
 }
 
-func specLocation(s *Spec) *time.Location {
-	if s.Timezone == "" {
-		return time.UTC
-	}
-	loc, err := time.LoadLocation(s.Timezone)
-	if err != nil {
-		return time.UTC
-	}
-	return loc
-}
-
-type keyMsg struct{ key, msg string }
-
-// scheduleProblems checks the schedule rules of one spec: a schedule needs
-// a short enough name, a valid expression, and no after; policies only go
-// with a schedule (strayPolicy: the job set one of them itself).
-func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
-	var out []keyMsg
-	if s.Schedule == "" {
-		if strayPolicy {
-			out = append(out, keyMsg{"schedule", "overlap, missed and missed_grace apply to schedules only: set schedule or remove them"})
-		}
-		return out
-	}
-	if _, err := ParseCron(s.Schedule); err != nil {
-		out = append(out, keyMsg{"schedule", err.Error()})
-	}
-	switch {
-	case s.Name == "":
-		out = append(out, keyMsg{"name", "missing: a schedule needs a name (its instances are named NAME-<tick>, and resubmitting the file updates the schedule of that name)"})
-	case len(s.Name) > MaxScheduleNameLen:
-		out = append(out, keyMsg{"name", fmt.Sprintf("schedule name longer than %d bytes (instance names add a 17-byte tick)", MaxScheduleNameLen)})
-	}
-	if len(s.After) > 0 {
-		out = append(out, keyMsg{"after", "a schedule cannot wait for other jobs: each instance starts at its tick"})
-	}
-	if s.Overlap != "" && !contains(overlapPolicies, s.Overlap) {
-		out = append(out, keyMsg{"overlap", fmt.Sprintf("unknown policy %q: expected skip, queue or allow", s.Overlap)})
-	}
-	if s.Missed != "" && !contains(missedPolicies, s.Missed) {
-		out = append(out, keyMsg{"missed", fmt.Sprintf("unknown policy %q: expected run_once or skip", s.Missed)})
-	}
-	if s.MissedGrace < 0 {
-		out = append(out, keyMsg{"missed_grace", "negative duration: expected a positive one"})
-	}
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// InstanceName returns the name of schedule's instance for tick.
-func InstanceName(schedule string, tick time.Time) string {
-	return schedule + "-" + tick.UTC().Format("20060102T150405Z")
-}
-
 // instanceSpec turns a schedule's spec into the spec of its instance for
 // tick: an ordinary job with the schedule labels and two more environment
 // variables, PADDOCK_SCHEDULE and PADDOCK_SCHEDULE_TICK (RFC 3339 in the
 // schedule's zone), unless the spec sets them.
-func instanceSpec(sched Spec, tick time.Time) Spec {
+func instanceSpec(sched jobspec.Spec, tick time.Time) jobspec.Spec {
 	s := sched
-	s.Name = InstanceName(sched.Name, tick)
+	s.Name = jobspec.InstanceName(sched.Name, tick)
 	s.Schedule, s.Timezone, s.Overlap, s.Missed, s.MissedGrace, s.After = "", "", "", "", 0, nil
 	s.Labels = maps.Clone(sched.Labels)
 	if s.Labels == nil {
@@ -228,15 +140,15 @@ func instanceSpec(sched Spec, tick time.Time) Spec {
 		s.Env["PADDOCK_SCHEDULE"] = sched.Name
 	}
 	if _, ok := s.Env["PADDOCK_SCHEDULE_TICK"]; !ok {
-		s.Env["PADDOCK_SCHEDULE_TICK"] = tick.In(specLocation(&sched)).Format(time.RFC3339)
+		s.Env["PADDOCK_SCHEDULE_TICK"] = tick.In(sched.Location()).Format(time.RFC3339)
 	}
 	return s
 }
 
 // tickState is one schedule as the scheduler sees it.
 type tickState struct {
-	spec     Spec
-	cron     *Cron
+	spec     jobspec.Spec
+	cron     *jobspec.Cron
 	next     time.Time // first tick not decided yet
 	deferred time.Time // overlap=queue tick waiting; zero = none
 	busy     string    // id of the newest instance when it is queued or running; "" otherwise
@@ -258,7 +170,7 @@ const maxCountedTicks = 10_000
 // decisions in order, the new cursor and the new deferred tick.
 func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.Time) {
 	var out []plannedDecision
-	loc := specLocation(&st.spec)
+	loc := st.spec.Location()
 	busy := st.busy
 	deferred := st.deferred
 	if !deferred.IsZero() && busy == "" {
@@ -283,20 +195,20 @@ func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.T
 	late := now.Sub(newest)
 	grace := st.spec.MissedGrace
 	if grace <= 0 {
-		grace = MissedGraceDefault
+		grace = jobspec.MissedGraceDefault
 	}
 	missed := st.spec.Missed
 	if missed == "" {
-		missed = MissedRunOnce
+		missed = jobspec.MissedRunOnce
 	}
 	d := plannedDecision{tick: newest, count: 1}
 	switch {
-	case late <= ScheduleOnTime && (count == 1 || missed == MissedSkip):
+	case late <= ScheduleOnTime && (count == 1 || missed == jobspec.MissedSkip):
 		d.decision, d.detail = DecisionFired, "on time"
-	case missed == MissedRunOnce && late <= grace:
+	case missed == jobspec.MissedRunOnce && late <= grace:
 		d.decision = DecisionCaughtUp
 		d.detail = fmt.Sprintf("catch-up run for missed ticks, %s late (missed_grace %s)", late.Round(time.Second), grace)
-	case missed == MissedRunOnce:
+	case missed == jobspec.MissedRunOnce:
 		d.decision = DecisionMissed
 		d.detail = fmt.Sprintf("%s late, beyond missed_grace %s: no catch-up run", late.Round(time.Second), grace)
 	default:
@@ -313,15 +225,15 @@ func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.T
 	}
 	overlap := st.spec.Overlap
 	if overlap == "" {
-		overlap = OverlapSkip
+		overlap = jobspec.OverlapSkip
 	}
 	switch {
-	case busy == "" || overlap == OverlapAllow:
+	case busy == "" || overlap == jobspec.OverlapAllow:
 		d.instance = true
-	case overlap == OverlapQueue && deferred.IsZero():
+	case overlap == jobspec.OverlapQueue && deferred.IsZero():
 		deferred = newest
 		d.decision, d.detail = DecisionDeferred, "waits for instance "+busy+" to finish ("+d.detail+")"
-	case overlap == OverlapQueue:
+	case overlap == jobspec.OverlapQueue:
 		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running and a tick already waits for it"
 	default:
 		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running"
@@ -332,9 +244,9 @@ func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.T
 // lastTickAtOrBefore returns the newest tick in [first, now] (first is a
 // tick at or before now) and how many ticks that range holds; capped when
 // there were more than maxCountedTicks (the count is then a lower bound).
-func lastTickAtOrBefore(c *Cron, loc *time.Location, first, now time.Time) (time.Time, int, bool) {
-	if c.every > 0 {
-		d := int64(c.every)
+func lastTickAtOrBefore(c *jobspec.Cron, loc *time.Location, first, now time.Time) (time.Time, int, bool) {
+	if c.Every() > 0 {
+		d := int64(c.Every())
 		u := now.UnixNano()
 		k := u / d
 		if u < 0 && u%d != 0 {
@@ -344,7 +256,7 @@ func lastTickAtOrBefore(c *Cron, loc *time.Location, first, now time.Time) (time
 		if newest.Before(first) {
 			return first, 1, false
 		}
-		n := int64(newest.Sub(first)/c.every) + 1
+		n := int64(newest.Sub(first)/c.Every()) + 1
 		if n > maxCountedTicks {
 			return newest, maxCountedTicks, true
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+
+	"paddock/jobspec"
 )
 
 // SQLiteOptions configure OpenSQLite. The zero value is ready to use.
@@ -550,7 +553,7 @@ func resolve(ctx context.Context, q querier, ref string) (jobRow, error) {
 	if ref == "" {
 		return jobRow{}, fmt.Errorf("%w: empty id or name", ErrNotFound)
 	}
-	if looksLikeID(ref) {
+	if jobspec.LooksLikeID(ref) {
 		r, err := scanJob(q.QueryRowContext(ctx, jobByIDSQL, ref))
 		if err == nil {
 			return r, nil
@@ -648,15 +651,15 @@ type enqueueBatch struct {
 // job fail at once (with its dependents).
 func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams) ([][]Job, error) {
 	if len(ps) == 0 {
-		return nil, fmt.Errorf("%w: no batch", ErrInvalid)
+		return nil, fmt.Errorf("%w: no batch", jobspec.ErrInvalid)
 	}
 	batches := make([]enqueueBatch, len(ps))
 	big := false
 	for i, p := range ps {
 		if p == nil || len(p.Specs) == 0 {
-			return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
+			return nil, fmt.Errorf("%w: empty batch", jobspec.ErrInvalid)
 		}
-		if verr := validateSpecs(p.sourceName(), p.Specs); verr != nil {
+		if verr := jobspec.Validate(p.sourceName(), p.Specs); verr != nil {
 			return nil, verr
 		}
 		jobs, scheduled := splitScheduled(p)
@@ -712,12 +715,12 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 		return nil
 	}
 	where := map[string]string{} // name: the first batch giving it, as file:line
-	var errs []FieldError
+	var errs []jobspec.FieldError
 	for _, p := range ps {
-		var mine []FieldError
+		var mine []jobspec.FieldError
 		for _, sp := range p.Specs {
 			if at, ok := where[sp.Name]; ok && sp.Name != "" {
-				mine = append(mine, FieldError{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
+				mine = append(mine, jobspec.FieldError{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
 					Message: fmt.Sprintf("duplicate name %q: a job or schedule of %s has it too (names are unique within one submission)", sp.Name, at)})
 			}
 		}
@@ -730,7 +733,7 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 			}
 		}
 		if len(mine) > 0 {
-			at := KeyLines([]byte(p.Source))
+			at := jobspec.KeyLines([]byte(p.Source))
 			for i := range mine {
 				mine[i].Line = at(mine[i].Line, mine[i].Key)
 			}
@@ -740,7 +743,7 @@ func crossBatchNames(ps []*JobEnqueueParams) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return &ValidationError{Errors: errs}
+	return &jobspec.ValidationError{Errors: errs}
 }
 
 // laterJob is b.later(name), or "" when b.later is nil.
@@ -778,7 +781,7 @@ func laterJobs(ps []*JobEnqueueParams) func(i int, name string) string {
 		at := p.sourceName()
 		if d.line > 0 {
 			if lines[d.batch] == nil {
-				lines[d.batch] = KeyLines([]byte(p.Source))
+				lines[d.batch] = jobspec.KeyLines([]byte(p.Source))
 			}
 			at += ":" + strconv.Itoa(lines[d.batch](d.line, "name"))
 		}
@@ -805,13 +808,13 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 	if len(p.Specs) == 0 {
 		return jobs, nil
 	}
-	var errs []FieldError
-	fe := func(sp Spec, i int, key, msg string) {
+	var errs []jobspec.FieldError
+	fe := func(sp jobspec.Spec, i int, key, msg string) {
 		label := "job " + strconv.Itoa(i+1)
 		if sp.Name != "" {
 			label = "job " + strconv.Quote(sp.Name)
 		}
-		errs = append(errs, FieldError{File: p.sourceName(), Line: sp.Line, Job: label, Key: key, Message: msg})
+		errs = append(errs, jobspec.FieldError{File: p.sourceName(), Line: sp.Line, Job: label, Key: key, Message: msg})
 	}
 	// Names held by queued or running jobs: one query for the batch.
 	var batchNames []string
@@ -876,11 +879,11 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		}
 	}
 	if len(errs) > 0 {
-		at := KeyLines([]byte(p.Source))
+		at := jobspec.KeyLines([]byte(p.Source))
 		for i := range errs {
 			errs[i].Line = at(errs[i].Line, errs[i].Key)
 		}
-		return nil, &ValidationError{Errors: errs} // errors.Is ErrNameInUse when a name is held
+		return nil, &jobspec.ValidationError{Errors: errs} // errors.Is ErrNameInUse when a name is held
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 	if err != nil {
@@ -974,7 +977,7 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 // encodeSpecs returns the JSON of each spec, in order. Large batches are
 // encoded by two goroutines (a 10,000-job batch takes about 12 ms on one
 // core here).
-func encodeSpecs(specs []Spec) ([][]byte, error) {
+func encodeSpecs(specs []jobspec.Spec) ([][]byte, error) {
 	out := make([][]byte, len(specs))
 	encode := func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
@@ -1594,7 +1597,7 @@ func (s *SQLiteStore) JobList(ctx context.Context, p *JobListParams) ([]Job, err
 		where = append(where, "source_path = ?")
 		args = append(args, p.SourcePath)
 	}
-	for _, k := range sortedKeys(p.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 		where = append(where, "json_extract(spec, ?) IS ?")
 		args = append(args, `$.labels."`+strings.ReplaceAll(k, `"`, `""`)+`"`, p.Labels[k])
 	}

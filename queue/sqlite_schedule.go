@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"paddock/jobspec"
 )
 
 // Schedules in SQLite: one row per schedule, whose next_ns is the
@@ -65,8 +67,8 @@ func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertPara
 	if n == 0 { // the usual batch: no copy of its specs
 		return p, sched
 	}
-	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName, Specs: make([]Spec, 0, len(p.Specs)-n)}
-	sched.Specs = make([]Spec, 0, n)
+	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName, Specs: make([]jobspec.Spec, 0, len(p.Specs)-n)}
+	sched.Specs = make([]jobspec.Spec, 0, n)
 	for i := range p.Specs {
 		if p.Specs[i].Schedule != "" {
 			sched.Specs = append(sched.Specs, p.Specs[i])
@@ -133,14 +135,14 @@ func getSchedule(ctx context.Context, q querier, name string) (Schedule, error) 
 // ScheduleUpsert implements Store.
 func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) ([]Schedule, error) {
 	if p == nil || len(p.Specs) == 0 {
-		return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
+		return nil, fmt.Errorf("%w: empty batch", jobspec.ErrInvalid)
 	}
 	for _, sp := range p.Specs {
 		if sp.Schedule == "" {
-			return nil, &ValidationError{Errors: []FieldError{{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
+			return nil, &jobspec.ValidationError{Errors: []jobspec.FieldError{{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
 		}
 	}
-	if verr := validateSpecs(p.sourceName(), p.Specs); verr != nil {
+	if verr := jobspec.Validate(p.sourceName(), p.Specs); verr != nil {
 		return nil, verr
 	}
 	var out []Schedule
@@ -161,16 +163,16 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 	srcID, _ := res.LastInsertId()
 	out := make([]Schedule, 0, len(p.Specs))
 	for _, sp := range p.Specs {
-		c, err := ParseCron(sp.Schedule)
+		c, err := jobspec.ParseCron(sp.Schedule)
 		if err != nil { // validated before; kept for Go callers' safety
-			return nil, fmt.Errorf("%w: %s", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %s", jobspec.ErrInvalid, err)
 		}
 		sp.Schedule = c.String()
 		specJSON, err := json.Marshal(&sp)
 		if err != nil {
 			return nil, fmt.Errorf("queue: encode spec: %w", err)
 		}
-		next := c.Next(ts(now), specLocation(&sp)).UnixNano()
+		next := c.Next(ts(now), sp.Location()).UnixNano()
 		var oldExpr, oldTZ string
 		var oldSrc int64
 		err = tx.QueryRowContext(ctx, `SELECT expr, timezone, source_id FROM schedules WHERE name = ?`, sp.Name).Scan(&oldExpr, &oldTZ, &oldSrc)
@@ -294,7 +296,7 @@ func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause boo
 			now := s.now()
 			q, args := `UPDATE schedules SET paused = 1, deferred_ns = 0, updated_ns = ? WHERE name = ?`, []any{now, name}
 			if !pause {
-				c, err := ParseCron(cur.Spec.Schedule)
+				c, err := jobspec.ParseCron(cur.Spec.Schedule)
 				if err != nil {
 					return fmt.Errorf("queue: schedule %s: %w", name, err)
 				}
@@ -439,7 +441,7 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 			if err := json.Unmarshal([]byte(r.spec), &st.spec); err != nil {
 				return fmt.Errorf("queue: schedule %s: corrupt spec: %w", r.name, err)
 			}
-			if st.cron, err = ParseCron(st.spec.Schedule); err != nil {
+			if st.cron, err = jobspec.ParseCron(st.spec.Schedule); err != nil {
 				return fmt.Errorf("queue: schedule %s: %w", r.name, err)
 			}
 			if r.lastJob != "" {
@@ -505,7 +507,7 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 
 // insertInstance enqueues the instance of a schedule for tick, sharing the
 // schedule's source row.
-func (s *SQLiteStore) insertInstance(ctx context.Context, tx *sql.Tx, sched Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (Job, error) {
+func (s *SQLiteStore) insertInstance(ctx context.Context, tx *sql.Tx, sched jobspec.Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (Job, error) {
 	sp := instanceSpec(sched, tick)
 	sp.Line = 0
 	specJSON, err := json.Marshal(&sp)

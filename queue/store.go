@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"paddock/jobspec"
 )
 
 // JobState is where a job stands. The transitions are drawn in the package
@@ -91,7 +93,7 @@ type Job struct {
 	ID         string // short, sortable by creation time (see NewID)
 	Name       string // Spec.Name; "" for an unnamed job
 	State      JobState
-	Spec       Spec
+	Spec       jobspec.Spec
 	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobGet, and by JobList only with WithSource (the other methods leave it empty: a 10,000-job file is too big to read per job)
 	SourcePath string // the file it came from ("" for stdin or Go callers)
 	// Reason says why the job is in its state: the last attempt's reason, the
@@ -242,7 +244,7 @@ type JobEnqueueParams struct {
 	// Schedule is stored as a schedule (ScheduleUpsert), in the same
 	// transaction as the jobs; JobEnqueue returns the jobs of the other
 	// specs only, in order.
-	Specs      []Spec
+	Specs      []jobspec.Spec
 	Source     string // the submitted TOML verbatim, kept with every job of the batch
 	SourcePath string // where it came from; "" for stdin
 	// SourceName names the batch in error messages, e.g. the path as the
@@ -252,7 +254,9 @@ type JobEnqueueParams struct {
 }
 
 // sourceName is how messages name p's file.
-func (p *JobEnqueueParams) sourceName() string { return cmp.Or(p.SourceName, p.SourcePath, StdinName) }
+func (p *JobEnqueueParams) sourceName() string {
+	return cmp.Or(p.SourceName, p.SourcePath, jobspec.StdinName)
+}
 
 // LeaseReleaseParams names the jobs a worker gives back ([Store.LeaseRelease]).
 type LeaseReleaseParams struct {

@@ -17,7 +17,7 @@ import (
 
 	"paddock/hooks"
 	"paddock/internal/suggest"
-	"paddock/queue"
+	"paddock/jobspec"
 	"paddock/sandbox"
 )
 
@@ -354,7 +354,7 @@ func (c Config) validate() []string {
 // as "file:line: job "name": hooks: unknown hook ...", one per line; the
 // line is that of the job's (or [defaults]') hooks key when source, the
 // file's text, lets queue.KeyLines place it, else the job's first line.
-func (c Config) CheckHookNames(file string, source []byte, specs []queue.Spec) error {
+func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec) error {
 	known := map[string]bool{}
 	var names []string
 	for _, h := range c.Hooks {
@@ -371,7 +371,7 @@ func (c Config) CheckHookNames(file string, source []byte, specs []queue.Spec) e
 		for _, h := range sp.Hooks {
 			if !known[h] {
 				if at == nil {
-					at = queue.KeyLines(source)
+					at = jobspec.KeyLines(source)
 				}
 				problems = append(problems, fmt.Sprintf("%s:%d: job %q: hooks: unknown hook %q (%s)", file, at(sp.Line, "hooks"), sp.Name, h, configured))
 			}
@@ -417,7 +417,7 @@ func misTyped(data []byte) string {
 		if !present || ok(v) {
 			return ""
 		}
-		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, queue.TOMLType(v))
+		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, jobspec.TOMLType(v))
 	}
 	isString := func(v any) bool { _, ok := v.(string); return ok }
 	isSize := func(v any) bool {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"paddock/queue"
+	"paddock/jobspec"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -147,14 +147,14 @@ func TestConfigKeysMatchStructs(t *testing.T) {
 func TestCheckHookNames(t *testing.T) {
 	t.Parallel()
 	c := Config{Hooks: []HookConfig{{Name: "deny"}, {Name: "audit"}}}
-	require.NoError(t, c.CheckHookNames("f.toml", nil, []queue.Spec{{Name: "a", Hooks: []string{"audit"}}, {Name: "b"}}))
-	err := c.CheckHookNames("f.toml", nil, []queue.Spec{{Name: "a", Line: 3, Hooks: []string{"audti", "deny"}}, {Name: "b", Line: 9, Hooks: []string{"x"}}})
+	require.NoError(t, c.CheckHookNames("f.toml", nil, []jobspec.Spec{{Name: "a", Hooks: []string{"audit"}}, {Name: "b"}}))
+	err := c.CheckHookNames("f.toml", nil, []jobspec.Spec{{Name: "a", Line: 3, Hooks: []string{"audti", "deny"}}, {Name: "b", Line: 9, Hooks: []string{"x"}}})
 	require.EqualError(t, err, `f.toml:3: job "a": hooks: unknown hook "audti" (configured: deny, audit)`+"\n"+
 		`f.toml:9: job "b": hooks: unknown hook "x" (configured: deny, audit)`)
-	require.ErrorContains(t, Config{}.CheckHookNames("g.toml", nil, []queue.Spec{{Hooks: []string{"x"}}}), "none are configured")
+	require.ErrorContains(t, Config{}.CheckHookNames("g.toml", nil, []jobspec.Spec{{Hooks: []string{"x"}}}), "none are configured")
 	// With the file's text, the line is the hooks key's.
 	src := "[[job]]\nname = \"a\"\ncommand = \"true\"\nhooks = [\"audti\"]\n"
-	specs, err := queue.Parse("h.toml", []byte(src), "/srv")
+	specs, err := jobspec.Parse("h.toml", []byte(src), "/srv")
 	require.NoError(t, err)
 	require.EqualError(t, c.CheckHookNames("h.toml", []byte(src), specs), `h.toml:4: job "a": hooks: unknown hook "audti" (configured: deny, audit)`)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/internal/e2etest"
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -43,7 +44,7 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 		tok := "1000." + strconv.Itoa(int(time.Now().UnixNano()%1000000)) + strconv.Itoa(run)
 		src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws,
 			`setsid sleep "$1" </dev/null >/dev/null 2>&1 & sleep "$1" </dev/null >/dev/null 2>&1 & sleep 0.1; exit 0`, tok)
-		specs, err := queue.Parse("job.toml", []byte(src), ws)
+		specs, err := jobspec.Parse("job.toml", []byte(src), ws)
 		require.NoError(t, err)
 		job := queue.Job{ID: "job" + strconv.Itoa(run), Spec: specs[0]}
 
@@ -69,7 +70,7 @@ func TestExecuteEndedMeansJobGone(t *testing.T) {
 
 	// Denied before anything starts: neither callback.
 	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/true\"]\ncwd = \"/nonexistent-dir\"\n", ws)
-	specs, err := queue.Parse("job.toml", []byte(src), ws)
+	specs, err := jobspec.Parse("job.toml", []byte(src), ws)
 	require.NoError(t, err)
 	called := false
 	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "never", Spec: specs[0]}, Attempt: 1,
@@ -87,7 +88,7 @@ func TestExecuteSpawnGate(t *testing.T) {
 	dir := t.TempDir()
 	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: emptyChain(t)}
 	marker := filepath.Join(dir, "ran")
-	specs, err := queue.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
+	specs, err := jobspec.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
 	require.NoError(t, err)
 	job := queue.Job{ID: "gated", Spec: specs[0]}
 	// The worker's gate, with no slot ever free.
@@ -132,7 +133,7 @@ func TestExecuteDenialBeforeLongStderr(t *testing.T) {
 	target := fmt.Sprintf("/etc/paddock-fence-%d", time.Now().UnixNano())
 	script := `echo x > "$1"; i=0; while [ $i -lt 1000 ]; do echo "warning: unused variable 'v$i' [-Wunused-variable]" >&2; i=$((i+1)); done; exit 1`
 	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", %q, \"sh\", %q]\n", ws, script, target)
-	specs, err := queue.Parse("job.toml", []byte(src), ws)
+	specs, err := jobspec.Parse("job.toml", []byte(src), ws)
 	require.NoError(t, err)
 	att := e.Execute(ctx, ExecParams{Job: queue.Job{ID: "fenced", Spec: specs[0]}, Attempt: 1})
 	require.NoFileExists(t, target)

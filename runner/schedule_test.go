@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/storetest"
 )
@@ -38,7 +39,7 @@ func setupSchedule(t *testing.T) *scheduleBundle {
 func TestScheduleWorkerPass(t *testing.T) {
 	t.Parallel()
 	b := setupSchedule(t)
-	_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
+	_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
 		{Name: "nightly", Command: []string{"true"}, Schedule: "30 2 * * *", Timezone: "America/New_York"},
 	}})
 	require.NoError(t, err)

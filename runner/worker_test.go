@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/hooks"
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -158,7 +159,7 @@ func enqueuedStore(t *testing.T, dir, src string) *queue.SQLiteStore {
 	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	specs, err := queue.Parse("jobs.toml", []byte(src), dir)
+	specs, err := jobspec.Parse("jobs.toml", []byte(src), dir)
 	require.NoError(t, err)
 	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: src})
 	require.NoError(t, err)

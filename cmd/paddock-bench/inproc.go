@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paddock/hooks"
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
 )
@@ -93,11 +94,11 @@ func (b *bench) hookLatency(ctx context.Context) error {
 
 // queue is scenario 3, on the SQLite store in this process.
 func (b *bench) queue(ctx context.Context) error {
-	spec := func(i int, prefix string) queue.Spec {
-		return queue.Spec{Name: fmt.Sprintf("%s%d", prefix, i), Command: []string{"/usr/bin/env", "echo", "job"}, Mode: "workspace_write", Retries: 2, Labels: map[string]string{"batch": "bench"}}
+	spec := func(i int, prefix string) jobspec.Spec {
+		return jobspec.Spec{Name: fmt.Sprintf("%s%d", prefix, i), Command: []string{"/usr/bin/env", "echo", "job"}, Mode: "workspace_write", Retries: 2, Labels: map[string]string{"batch": "bench"}}
 	}
-	batch := func(n int, prefix string) []queue.Spec {
-		s := make([]queue.Spec, n)
+	batch := func(n int, prefix string) []jobspec.Spec {
+		s := make([]jobspec.Spec, n)
 		for i := range s {
 			s[i] = spec(i, prefix)
 		}
@@ -142,7 +143,7 @@ func (b *bench) queue(ctx context.Context) error {
 		for r := range b.o.runs {
 			d := make([]float64, 0, ops)
 			for i := range ops {
-				s := []queue.Spec{spec(i, fmt.Sprintf("%s-%d-", prefix, r))}
+				s := []jobspec.Spec{spec(i, fmt.Sprintf("%s-%d-", prefix, r))}
 				t0 := time.Now()
 				if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: s, Source: "bench"}); err != nil {
 					return nil, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"paddock/hooks"
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
@@ -152,7 +153,7 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 		return err
 	}
 	defer st.Close()
-	specs, data, err := queue.ParseFile(jobs)
+	specs, data, err := jobspec.ParseFile(jobs)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -77,13 +78,13 @@ func scheduleRowOf(s queue.Schedule, messageType string) scheduleRow {
 		Paused: s.Paused, LastJobID: s.LastJobID, LastJobState: string(s.LastJobState), SourcePath: s.SourcePath,
 		Overlap: s.Spec.Overlap, Missed: s.Spec.Missed, MissedGraceSeconds: int64(s.Spec.MissedGrace / time.Second)}
 	if r.Overlap == "" {
-		r.Overlap = queue.OverlapSkip
+		r.Overlap = jobspec.OverlapSkip
 	}
 	if r.Missed == "" {
-		r.Missed = queue.MissedRunOnce
+		r.Missed = jobspec.MissedRunOnce
 	}
 	if r.MissedGraceSeconds == 0 {
-		r.MissedGraceSeconds = int64(queue.MissedGraceDefault / time.Second)
+		r.MissedGraceSeconds = int64(jobspec.MissedGraceDefault / time.Second)
 	}
 	if !s.NextRun.IsZero() {
 		r.NextRun = s.NextRun.Format(time.RFC3339)
@@ -267,7 +268,7 @@ func runSchedulesNext(ctx context.Context, cmd *cobra.Command, opts SchedulesNex
 
 // nextRuns returns the count ticks of s after from, RFC 3339 in its zone.
 func nextRuns(s queue.Schedule, from time.Time, count int) ([]string, error) {
-	c, err := queue.ParseCron(s.Spec.Schedule)
+	c, err := jobspec.ParseCron(s.Spec.Schedule)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
@@ -374,7 +375,7 @@ func runSchedulesLog(ctx context.Context, cmd *cobra.Command, opts SchedulesLogO
 // reportSubmittedSchedules tells what submit did with the schedules of one
 // file: a "schedule_submitted" JSON object on out under --json, else a
 // line on stderr (stdout keeps one ID<TAB>NAME line per job for scripts).
-func reportSubmittedSchedules(ctx context.Context, a *app, specs []queue.Spec, file string, out io.Writer, asJSON bool) {
+func reportSubmittedSchedules(ctx context.Context, a *app, specs []jobspec.Spec, file string, out io.Writer, asJSON bool) {
 	for _, sp := range specs {
 		if sp.Schedule == "" {
 			continue

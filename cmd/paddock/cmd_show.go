@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -65,7 +66,7 @@ type jobView struct {
 // under timeout, backoff and missed_grace; the fields below, shallower
 // than the embedded ones, keep those keys out of the output.
 type specView struct {
-	queue.Spec
+	jobspec.Spec
 	Timeout            *struct{} `json:"timeout,omitempty"`
 	Backoff            *struct{} `json:"backoff,omitempty"`
 	MissedGrace        *struct{} `json:"missed_grace,omitempty"`
@@ -74,7 +75,7 @@ type specView struct {
 	MissedGraceSeconds float64   `json:"missed_grace_seconds,omitempty"`
 }
 
-func specViewOf(s queue.Spec) specView {
+func specViewOf(s jobspec.Spec) specView {
 	return specView{Spec: s, TimeoutSeconds: s.Timeout.Seconds(), BackoffSeconds: s.Backoff.Seconds(), MissedGraceSeconds: s.MissedGrace.Seconds()}
 }
 

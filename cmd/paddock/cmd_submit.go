@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
 )
@@ -58,7 +59,7 @@ directory).`,
 type parsedFile struct {
 	name  string // as typed, for messages; queue.StdinName for "-"
 	path  string // absolute, as stored (queue.JobEnqueueParams.SourcePath); "" for stdin
-	specs []queue.Spec
+	specs []jobspec.Spec
 	data  []byte
 }
 
@@ -78,22 +79,22 @@ func parseJobFiles(ctx context.Context, args []string, stdin io.Reader) ([]parse
 	var errs []string
 	for _, arg := range args {
 		if arg == "-" {
-			data, err := interruptible(ctx, queue.StdinName, func() ([]byte, error) { return io.ReadAll(stdin) })
+			data, err := interruptible(ctx, jobspec.StdinName, func() ([]byte, error) { return io.ReadAll(stdin) })
 			if err != nil {
 				return nil, err
 			}
 			wd, _ := os.Getwd()
-			specs, err := queue.Parse(queue.StdinName, data, wd)
+			specs, err := jobspec.Parse(jobspec.StdinName, data, wd)
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			out = append(out, parsedFile{name: queue.StdinName, specs: specs, data: data})
+			out = append(out, parsedFile{name: jobspec.StdinName, specs: specs, data: data})
 			continue
 		}
-		var specs []queue.Spec
+		var specs []jobspec.Spec
 		data, err := interruptible(ctx, arg, func() (data []byte, err error) {
-			specs, data, err = queue.ParseFile(arg)
+			specs, data, err = jobspec.ParseFile(arg)
 			return data, err
 		})
 		var ec *exitCodeError
@@ -130,7 +131,7 @@ func interruptible(ctx context.Context, name string, read func() ([]byte, error)
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && name == queue.StdinName {
+		if r.err != nil && name == jobspec.StdinName {
 			return nil, fmt.Errorf("read %s: %w", name, r.err)
 		}
 		return r.data, r.err
@@ -180,10 +181,10 @@ func checkGivenOnce(args []string, stdin io.Reader) error {
 		name := arg
 		if arg == "-" {
 			if dash {
-				return usagef("%s is given twice", queue.StdinName)
+				return usagef("%s is given twice", jobspec.StdinName)
 			}
 			dash = true
-			name = queue.StdinName
+			name = jobspec.StdinName
 			// "-" is read from stdin; when stdin is a file (os.Stdin,
 			// not a test's reader) it has a device and inode too.
 			f, ok := stdin.(interface{ Stat() (os.FileInfo, error) })
@@ -250,7 +251,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		for _, j := range enqueued[i] {
 			ids = append(ids, j.ID)
 			if gopts.JSON {
-				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": cmp.Or(f.path, queue.StdinName)})
+				writeJSON(out, map[string]any{"message_type": "submitted", "id": j.ID, "name": j.Name, "file": cmp.Or(f.path, jobspec.StdinName)})
 			} else {
 				fmt.Fprintf(out, "%s\t%s\n", j.ID, j.Name)
 			}
@@ -269,7 +270,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 // held by an active job or given twice) is bad input: exit 2; the
 // problems name their file and line.
 func enqueueError(err error) error {
-	if errors.Is(err, queue.ErrInvalid) {
+	if errors.Is(err, jobspec.ErrInvalid) {
 		return usagef("nothing was enqueued:\n%v", err)
 	}
 	return fmt.Errorf("nothing was enqueued: %w", err)

@@ -107,7 +107,7 @@ func TestE2ESubmitNameInUse(t *testing.T) {
 	id := b.Submit(job)[0]
 	_, errOut, code := b.Run("submit", job)
 	require.Equal(t, 2, code, errOut)
-	require.Equal(t, "paddock: nothing was enqueued:\nqueue: invalid job: "+job+`:3: job "same": name: "same" is held by queued job `+id+
+	require.Equal(t, "paddock: nothing was enqueued:\njobspec: invalid job: "+job+`:3: job "same": name: "same" is held by queued job `+id+
 		"; the name is free again once that job is final (wait for it, or cancel it)\n", errOut)
 	_, errOut, code = b.Run("cancel", id)
 	require.Equal(t, 0, code, errOut)
@@ -349,7 +349,7 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 		want string // the problem, after "paddock: " and before the newline
 	}{
 		{"hooks.toml", `hooks.toml:3: job "h": hooks: unknown hook "nonexistent-hook"`},
-		{"nocmd.toml", `queue: invalid job: nocmd.toml:1: job "x": command: missing`},
+		{"nocmd.toml", `jobspec: invalid job: nocmd.toml:1: job "x": command: missing`},
 	} {
 		_, errOut, code := b.RunIn(b.Dir, "", "check", c.file)
 		require.Equal(t, 2, code, "check %s: %s", c.file, errOut)

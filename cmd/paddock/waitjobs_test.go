@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
 )
@@ -64,7 +65,7 @@ func TestWaitJobsLooksOnlyAtItsJobs(t *testing.T) {
 	require.Empty(t, spy.calls)
 	require.Empty(t, out.String())
 
-	jobs, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+	jobs, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 		{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}},
 	}})
 	require.NoError(t, err)
@@ -89,9 +90,9 @@ func TestResolveRefs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, spy, st := spiedApp(t)
-	specs := make([]queue.Spec, 50)
+	specs := make([]jobspec.Spec, 50)
 	for i := range specs {
-		specs[i] = queue.Spec{Name: fmt.Sprintf("j%d", i), Command: []string{"true"}}
+		specs[i] = jobspec.Spec{Name: fmt.Sprintf("j%d", i), Command: []string{"true"}}
 	}
 	jobs, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs})
 	require.NoError(t, err)

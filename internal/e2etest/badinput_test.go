@@ -18,23 +18,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"paddock/queue"
+	"paddock/jobspec"
 )
 
 // The bad-input suite takes its inputs from the other packages' tests, so
 // that a case added there is exercised here too: the malformed job files
-// of queue's TestParseErrors table and fuzz corpus, and the hostile hook
+// of jobspec's TestParseErrors table and fuzz corpus, and the hostile hook
 // behaviours of hooks' TestHostileModules table, built from
 // hooks/testdata.
 
 // malformedJobFiles returns name → source of every malformed job file in
-// queue's tests: the TestParseErrors table (read from its Go source) and
+// jobspec's tests: the TestParseErrors table (read from its Go source) and
 // the FuzzParse seed corpus entries that Parse refuses.
 func malformedJobFiles(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../../queue/spec_test.go", nil, 0)
+	f, err := parser.ParseFile(fset, "../../jobspec/spec_test.go", nil, 0)
 	require.NoError(t, err)
 	var fn *ast.FuncDecl
 	for _, d := range f.Decls {
@@ -42,7 +42,7 @@ func malformedJobFiles(t *testing.T) map[string]string {
 			fn = d
 		}
 	}
-	require.NotNil(t, fn, "queue/spec_test.go has no TestParseErrors")
+	require.NotNil(t, fn, "jobspec/spec_test.go has no TestParseErrors")
 	// Local helpers of the form name := func(p string) string { return expr }.
 	helpers := map[string]*ast.FuncLit{}
 	ast.Inspect(fn.Body, func(n ast.Node) bool {
@@ -103,7 +103,7 @@ func malformedJobFiles(t *testing.T) map[string]string {
 	})
 	require.GreaterOrEqual(t, len(out), 40, "TestParseErrors changed shape: found only %d cases", len(out))
 
-	corpus, err := filepath.Glob("../../queue/testdata/fuzz/FuzzParse/*")
+	corpus, err := filepath.Glob("../../jobspec/testdata/fuzz/FuzzParse/*")
 	require.NoError(t, err)
 	for _, p := range corpus {
 		data, err := os.ReadFile(p)
@@ -114,7 +114,7 @@ func malformedJobFiles(t *testing.T) map[string]string {
 		require.True(t, ok, p)
 		src, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
 		require.NoError(t, err, p)
-		if _, err := queue.Parse("f.toml", []byte(src), "/d"); err != nil {
+		if _, err := jobspec.Parse("f.toml", []byte(src), "/d"); err != nil {
 			out["corpus-"+filepath.Base(p)] = src
 		}
 	}

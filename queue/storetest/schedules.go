@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -21,8 +22,8 @@ import (
 // starts at T0 (2026-01-02 03:04:05 UTC).
 func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	exerciseScheduleProcesses(t, setup)
-	sched := func(name, expr string, mod ...func(*queue.Spec)) queue.Spec {
-		s := queue.Spec{Name: name, Command: []string{"true"}, Schedule: expr, Labels: map[string]string{"team": "ops"}}
+	sched := func(name, expr string, mod ...func(*jobspec.Spec)) jobspec.Spec {
+		s := jobspec.Spec{Name: name, Command: []string{"true"}, Schedule: expr, Labels: map[string]string{"team": "ops"}}
 		for _, m := range mod {
 			m(&s)
 		}
@@ -59,9 +60,9 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("ScheduleEnqueueMixedBatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		jobs, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+		jobs, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 			{Name: "once", Command: []string{"true"}},
-			sched("nightly", "30 3 * * *", func(s *queue.Spec) { s.Timezone = "Europe/Paris" }),
+			sched("nightly", "30 3 * * *", func(s *jobspec.Spec) { s.Timezone = "Europe/Paris" }),
 		}, Source: "# mixed", SourcePath: "/jobs/mixed.toml"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"once"}, names(jobs), "JobEnqueue returns the one-off jobs only")
@@ -77,8 +78,8 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 
 		// Resubmitting updates in place; an unchanged expression keeps the next run.
 		b.clock.Advance(time.Hour)
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
-			sched("nightly", "30 3 * * *", func(s *queue.Spec) { s.Timezone = "Europe/Paris"; s.Command = []string{"echo", "v2"} }),
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
+			sched("nightly", "30 3 * * *", func(s *jobspec.Spec) { s.Timezone = "Europe/Paris"; s.Command = []string{"echo", "v2"} }),
 		}, Source: "# v2"})
 		require.NoError(t, err)
 		all, err := b.st.ScheduleList(b.ctx, nil)
@@ -88,32 +89,32 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.Equal(t, "# v2", all[0].Source)
 		require.Equal(t, "2026-01-03T03:30:00+01:00", all[0].NextRun.Format(time.RFC3339))
 		// A new expression restarts from now.
-		_, err = b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{sched("nightly", "@hourly")}})
+		_, err = b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{sched("nightly", "@hourly")}})
 		require.NoError(t, err)
 		s, err = b.st.ScheduleGet(b.ctx, "nightly")
 		require.NoError(t, err)
 		require.Equal(t, at("2026-01-02T05:00:00Z"), s.NextRun.UTC())
 
 		// A file with one bad job stores neither its jobs nor its schedules.
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 			sched("weekly", "@weekly"),
 			{Name: "bad", Command: []string{"true"}, After: []string{"nothing-by-that-name"}},
 		}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 		_, err = b.st.ScheduleGet(b.ctx, "weekly")
 		require.ErrorIs(t, err, queue.ErrScheduleNotFound)
 
 		// A schedule needs a name and a valid expression.
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{sched("", "@daily")}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{sched("x", "61 * * * *")}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{sched("", "@daily")}})
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{sched("x", "61 * * * *")}})
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 	})
 
 	t.Run("ScheduleTickExactlyOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{sched("every-minute", "* * * * *")}})
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{sched("every-minute", "* * * * *")}})
 		require.NoError(t, err)
 		res := tick(t, b)
 		require.Empty(t, res.Decisions, "nothing due before the first tick")
@@ -161,10 +162,10 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("ScheduleOverlap", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
 			sched("skip", "* * * * *"),
-			sched("queue", "* * * * *", func(s *queue.Spec) { s.Overlap = queue.OverlapQueue }),
-			sched("allow", "* * * * *", func(s *queue.Spec) { s.Overlap = queue.OverlapAllow }),
+			sched("queue", "* * * * *", func(s *jobspec.Spec) { s.Overlap = jobspec.OverlapQueue }),
+			sched("allow", "* * * * *", func(s *jobspec.Spec) { s.Overlap = jobspec.OverlapAllow }),
 		}})
 		require.NoError(t, err)
 		b.clock.Advance(time.Minute) // 03:05:05: the first tick of each
@@ -221,8 +222,8 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("ScheduleMissedRunOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
-			sched("hourly", "0 * * * *", func(s *queue.Spec) { s.Overlap = queue.OverlapAllow; s.MissedGrace = 20 * time.Minute }),
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
+			sched("hourly", "0 * * * *", func(s *jobspec.Spec) { s.Overlap = jobspec.OverlapAllow; s.MissedGrace = 20 * time.Minute }),
 		}})
 		require.NoError(t, err)
 		b.clock.Advance(3*time.Hour + 5*time.Minute + 55*time.Second) // 06:10:00; ticks 04, 05, 06 passed unseen
@@ -253,8 +254,8 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("ScheduleMissedSkip", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
-			sched("hourly", "0 * * * *", func(s *queue.Spec) { s.Missed = queue.MissedSkip }),
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
+			sched("hourly", "0 * * * *", func(s *jobspec.Spec) { s.Missed = jobspec.MissedSkip }),
 		}})
 		require.NoError(t, err)
 		b.clock.Advance(2*time.Hour + 56*time.Minute) // 06:00:05: 04 and 05 missed, 06 on time
@@ -271,7 +272,7 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("SchedulePauseResumeDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{sched("m", "* * * * *"), sched("h", "@hourly")}})
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{sched("m", "* * * * *"), sched("h", "@hourly")}})
 		require.NoError(t, err)
 		s, err := b.st.SchedulePause(b.ctx, "m")
 		require.NoError(t, err)
@@ -336,8 +337,8 @@ func exerciseScheduleProcesses(t *testing.T, setup func(t *testing.T) *testBundl
 	t.Run("ScheduleTickProcesses", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []queue.Spec{
-			{Name: "every-second", Command: []string{"true"}, Schedule: "@every 1s", Overlap: queue.OverlapAllow},
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
+			{Name: "every-second", Command: []string{"true"}, Schedule: "@every 1s", Overlap: jobspec.OverlapAllow},
 		}})
 		require.NoError(t, err)
 		exe, err := os.Executable()

@@ -41,6 +41,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/jobspec"
 	"paddock/queue"
 )
 
@@ -135,7 +136,7 @@ func Exercise(t *testing.T, open Opener) {
 		t.Parallel()
 		b := setup(t)
 		src := "[[job]]\nname = \"a\"\ncommand = \"echo a\"\n[[job]]\ncommand = [\"true\"]\n"
-		specs, err := queue.Parse("jobs.toml", []byte(src), "/srv")
+		specs, err := jobspec.Parse("jobs.toml", []byte(src), "/srv")
 		require.NoError(t, err)
 		jobs, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: specs, Source: src, SourcePath: "/srv/jobs.toml"})
 		require.NoError(t, err)
@@ -164,20 +165,20 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("NameRules", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		first := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
-		_, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "n", Command: []string{"true"}}}})
+		first := b.enqueue(t, jobspec.Spec{Name: "n", Command: []string{"true"}})[0]
+		_, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "n", Command: []string{"true"}}}})
 		require.ErrorIs(t, err, queue.ErrNameInUse)
-		require.ErrorIs(t, err, queue.ErrInvalid)
-		var verr *queue.ValidationError
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
+		var verr *jobspec.ValidationError
 		require.ErrorAs(t, err, &verr)
 		require.Len(t, verr.Errors, 1)
 		require.Equal(t, `job "n"`, verr.Errors[0].Job)
 		require.ErrorContains(t, err, first.ID)
 		require.ErrorContains(t, err, "the name is free again once that job is final")
-		require.Equal(t, 1, strings.Count(err.Error(), "queue:"), "said once: %v", err)
+		require.Equal(t, 1, strings.Count(err.Error(), "queue:")+strings.Count(err.Error(), "jobspec:"), "a package prefix, said once: %v", err)
 		b.runOnce(t, "w", queue.OutcomeSucceeded)
 		b.clock.Advance(time.Second)
-		second := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
+		second := b.enqueue(t, jobspec.Spec{Name: "n", Command: []string{"true"}})[0]
 		j, err := b.st.JobGet(b.ctx, "n")
 		require.NoError(t, err)
 		require.Equal(t, second.ID, j.ID, "a name resolves to the newest job")
@@ -192,17 +193,17 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("RetryNameInUse", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		old := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
+		old := b.enqueue(t, jobspec.Spec{Name: "n", Command: []string{"true"}})[0]
 		_, err := b.st.JobCancel(b.ctx, old.ID)
 		require.NoError(t, err)
-		holder := b.enqueue(t, queue.Spec{Name: "n", Command: []string{"true"}})[0]
+		holder := b.enqueue(t, jobspec.Spec{Name: "n", Command: []string{"true"}})[0]
 		held := func(state string) string {
 			return `"n" is held by ` + state + ` job ` + holder.ID + `; the name is free again once that job is final (wait for it, or cancel it)`
 		}
 		_, err = b.st.JobRetry(b.ctx, old.ID)
 		require.ErrorIs(t, err, queue.ErrNameInUse)
 		require.EqualError(t, err, "queue: "+held("queued"))
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "n", Command: []string{"true"}}}})
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "n", Command: []string{"true"}}}})
 		require.ErrorContains(t, err, held("queued"), "enqueue says it in the same words")
 		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w"})
 		require.NoError(t, err)
@@ -220,16 +221,16 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("BatchRefusedWhole", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+		_, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 			{Name: "ok", Command: []string{"true"}},
 			{Name: "bad", Command: []string{"true"}, After: []string{"ghost"}},
 			{Name: "worse", Command: []string{"true"}, Mode: "yolo"},
 		}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
-		var verr *queue.ValidationError
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
+		var verr *jobspec.ValidationError
 		require.ErrorAs(t, err, &verr)
 		require.Len(t, verr.Errors, 1, "spec errors are reported before store lookups")
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 			{Name: "ok", Command: []string{"true"}},
 			{Name: "bad", Command: []string{"true"}, After: []string{"ghost"}},
 			{Name: "bad2", Command: []string{"true"}, After: []string{"ok", "phantom"}},
@@ -238,11 +239,11 @@ func Exercise(t *testing.T, open Opener) {
 		require.Len(t, verr.Errors, 2)
 		require.ErrorContains(t, err, "ghost")
 		require.ErrorContains(t, err, "phantom")
-		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []queue.Spec{
+		_, err = b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
 			{Name: "p", Command: []string{"true"}, After: []string{"q"}},
 			{Name: "q", Command: []string{"true"}, After: []string{"p"}},
 		}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 		require.ErrorContains(t, err, "dependency cycle")
 		counts, err := b.st.JobCounts(b.ctx)
 		require.NoError(t, err)
@@ -256,23 +257,23 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("EnqueueAllWholeOrNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		one := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}}}, SourcePath: "/srv/one.toml"}
+		one := &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "one", Command: []string{"true"}}}, SourcePath: "/srv/one.toml"}
 		for _, bad := range []*queue.JobEnqueueParams{
-			{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"},
-			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"ghost"}}}, SourcePath: "/srv/ghost.toml"},
-			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, Mode: "yolo"}}, SourcePath: "/srv/mode.toml"},
+			{Specs: []jobspec.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"},
+			{Specs: []jobspec.Spec{{Name: "two", Command: []string{"true"}, After: []string{"ghost"}}}, SourcePath: "/srv/ghost.toml"},
+			{Specs: []jobspec.Spec{{Name: "two", Command: []string{"true"}, Mode: "yolo"}}, SourcePath: "/srv/mode.toml"},
 		} {
 			_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, bad})
-			require.ErrorIs(t, err, queue.ErrInvalid, bad.SourcePath)
+			require.ErrorIs(t, err, jobspec.ErrInvalid, bad.SourcePath)
 			require.ErrorContains(t, err, bad.SourcePath)
 			_, err = b.st.JobGet(b.ctx, "one")
 			require.ErrorIs(t, err, queue.ErrNotFound, "the first batch of %s was stored", bad.SourcePath)
 		}
-		_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"}})
+		_, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []jobspec.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml"}})
 		require.ErrorContains(t, err, `/srv/dup.toml:4: job "one": name: duplicate name "one": a job or schedule of /srv/one.toml has it too`)
 		// SourceName, when set, names the batch in messages instead of
 		// SourcePath, whichever check finds the problem.
-		for _, second := range []queue.Spec{
+		for _, second := range []jobspec.Spec{
 			{Name: "one", Command: []string{"true"}, Line: 4},
 			{Name: "two", Command: []string{"true"}, After: []string{"ghost"}, Line: 4},
 			{Name: "two", Command: []string{"true"}, Mode: "yolo", Line: 4},
@@ -280,26 +281,26 @@ func Exercise(t *testing.T, open Opener) {
 		} {
 			_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
 				{Specs: one.Specs, SourcePath: "/srv/one.toml", SourceName: "one.toml"},
-				{Specs: []queue.Spec{second}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
-			require.ErrorIs(t, err, queue.ErrInvalid)
+				{Specs: []jobspec.Spec{second}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
+			require.ErrorIs(t, err, jobspec.ErrInvalid)
 			require.ErrorContains(t, err, `./dup.toml:4: job "`+second.Name+`": `)
 			require.NotContains(t, err.Error(), "/srv/", "SourcePath in a message")
 		}
 		require.ErrorContains(t, err, `./dup.toml:4: job "two": mode:`)
 		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
 			{Specs: one.Specs, SourcePath: "/srv/one.toml", SourceName: "one.toml"},
-			{Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
+			{Specs: []jobspec.Spec{{Name: "one", Command: []string{"true"}, Line: 4}}, SourcePath: "/srv/dup.toml", SourceName: "./dup.toml"}})
 		require.ErrorContains(t, err, `./dup.toml:4: job "one": name: duplicate name "one": a job or schedule of one.toml has it too`)
 		_, err = b.st.JobEnqueueAll(b.ctx, nil)
-		require.ErrorIs(t, err, queue.ErrInvalid)
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 		// A schedule given twice: the second would replace the first.
-		hourly := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"true"}, Schedule: "@hourly", Line: 2}}, SourcePath: "/srv/s1.toml"}
-		daily := &queue.JobEnqueueParams{Specs: []queue.Spec{{Name: "s", Command: []string{"false"}, Schedule: "@daily", Line: 3}}, SourcePath: "/srv/s2.toml"}
+		hourly := &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "s", Command: []string{"true"}, Schedule: "@hourly", Line: 2}}, SourcePath: "/srv/s1.toml"}
+		daily := &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "s", Command: []string{"false"}, Schedule: "@daily", Line: 3}}, SourcePath: "/srv/s2.toml"}
 		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{hourly, daily})
 		require.ErrorContains(t, err, `/srv/s2.toml:3: job "s": name: duplicate name "s": a job or schedule of /srv/s1.toml:2 has it too`)
 		// A job and a schedule of the same name, in two batches, as in one.
-		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []queue.Spec{{Name: "one", Command: []string{"true"}, Schedule: "@daily"}}}})
-		require.ErrorIs(t, err, queue.ErrInvalid)
+		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one, {Specs: []jobspec.Spec{{Name: "one", Command: []string{"true"}, Schedule: "@daily"}}}})
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 		require.ErrorContains(t, err, `duplicate name "one"`)
 		scheds, err := b.st.ScheduleList(b.ctx, &queue.ScheduleListParams{})
 		require.NoError(t, err)
@@ -307,8 +308,8 @@ func Exercise(t *testing.T, open Opener) {
 
 		// An earlier batch's after naming a job of a later one says so.
 		_, err = b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{
-			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}, Line: 1}}, SourcePath: "/srv/two.toml"}, one})
-		require.ErrorIs(t, err, queue.ErrInvalid)
+			{Specs: []jobspec.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}, Line: 1}}, SourcePath: "/srv/two.toml"}, one})
+		require.ErrorIs(t, err, jobspec.ErrInvalid)
 		require.ErrorContains(t, err, `/srv/two.toml:1: job "two": after: "one" is a job of /srv/one.toml, which comes later in this submission: list it first`)
 		_, err = b.st.JobGet(b.ctx, "one")
 		require.ErrorIs(t, err, queue.ErrNotFound)
@@ -316,7 +317,7 @@ func Exercise(t *testing.T, open Opener) {
 		// A later batch's after names a job of an earlier one; a schedule
 		// may share a name with nothing here but is not a job.
 		got, err := b.st.JobEnqueueAll(b.ctx, []*queue.JobEnqueueParams{one,
-			{Specs: []queue.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}}}}})
+			{Specs: []jobspec.Spec{{Name: "two", Command: []string{"true"}, After: []string{"one"}}}}})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		require.Len(t, got[0], 1)
@@ -331,9 +332,9 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("ClaimByID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "high", Command: []string{"true"}, Priority: 9})
-		mine := b.enqueue(t, queue.Spec{Name: "mine", Command: []string{"true"}},
-			queue.Spec{Name: "later", Command: []string{"true"}, After: []string{"mine"}})
+		b.enqueue(t, jobspec.Spec{Name: "high", Command: []string{"true"}, Priority: 9})
+		mine := b.enqueue(t, jobspec.Spec{Name: "mine", Command: []string{"true"}},
+			jobspec.Spec{Name: "later", Command: []string{"true"}, After: []string{"mine"}})
 		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 5, JobIDs: []string{mine[1].ID, mine[0].ID}})
 		require.NoError(t, err)
 		require.Equal(t, []string{"mine"}, names(got), "only the named jobs, and only those that are ready")
@@ -348,11 +349,11 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("ClaimOrder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "low", Command: []string{"true"}, Priority: -1})
+		b.enqueue(t, jobspec.Spec{Name: "low", Command: []string{"true"}, Priority: -1})
 		b.clock.Advance(time.Millisecond)
-		b.enqueue(t, queue.Spec{Name: "old", Command: []string{"true"}})
+		b.enqueue(t, jobspec.Spec{Name: "old", Command: []string{"true"}})
 		b.clock.Advance(time.Millisecond)
-		b.enqueue(t, queue.Spec{Name: "new", Command: []string{"true"}}, queue.Spec{Name: "high", Command: []string{"true"}, Priority: 5})
+		b.enqueue(t, jobspec.Spec{Name: "new", Command: []string{"true"}}, jobspec.Spec{Name: "high", Command: []string{"true"}, Priority: 5})
 		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 3, Lease: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, []string{"high", "old", "new"}, names(got))
@@ -379,7 +380,7 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("RetryBackoff", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "flaky", Command: []string{"false"}, Retries: 2, Backoff: 10 * time.Second})
+		b.enqueue(t, jobspec.Spec{Name: "flaky", Command: []string{"false"}, Retries: 2, Backoff: 10 * time.Second})
 		code := 1
 		fail := queue.Attempt{Outcome: queue.OutcomeFailed, ExitCode: &code, Reason: "exit status 1",
 			ConfinedArgv: []string{"bwrap", "--", "false"}, Trail: json.RawMessage(`[{"hook":"h"}]`), StdoutPath: "/l/o", StderrPath: "/l/e"}
@@ -416,7 +417,7 @@ func Exercise(t *testing.T, open Opener) {
 	t.Run("DeniedAndCanceledNotRetried", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "d", Command: []string{"x"}, Retries: 5}, queue.Spec{Name: "c", Command: []string{"x"}, Retries: 5})
+		b.enqueue(t, jobspec.Spec{Name: "d", Command: []string{"x"}, Retries: 5}, jobspec.Spec{Name: "c", Command: []string{"x"}, Retries: 5})
 		j := b.claimFinish(t, "d", queue.Attempt{Outcome: queue.OutcomeDenied, Reason: "hook no-curl denied"})
 		require.Equal(t, queue.StateDenied, j.State)
 		require.Equal(t, "hook no-curl denied", j.Reason)
@@ -445,7 +446,7 @@ priority = 9
 name = "a"
 command = "true"
 `
-		specs, err := queue.Parse("chain.toml", []byte(src), "")
+		specs, err := jobspec.Parse("chain.toml", []byte(src), "")
 		require.NoError(t, err)
 		jobs, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: specs, Source: src})
 		require.NoError(t, err)
@@ -460,10 +461,10 @@ command = "true"
 		}
 		// A later batch may wait on a stored job by id or name; one that
 		// already succeeded counts as met.
-		d := b.enqueue(t, queue.Spec{Name: "d", Command: []string{"true"}, After: []string{"a", jobs[1].ID}})[0]
+		d := b.enqueue(t, jobspec.Spec{Name: "d", Command: []string{"true"}, After: []string{"a", jobs[1].ID}})[0]
 		require.Equal(t, 0, d.DepsPending)
 		// The same dependency named twice (by name and id) is one dependency.
-		e := b.enqueue(t, queue.Spec{Name: "e", Command: []string{"true"}, After: []string{"d", d.ID, "d"}})[0]
+		e := b.enqueue(t, jobspec.Spec{Name: "e", Command: []string{"true"}, After: []string{"d", d.ID, "d"}})[0]
 		require.Equal(t, 1, e.DepsPending)
 		b.claimFinish(t, "d", queue.Attempt{Outcome: queue.OutcomeSucceeded})
 		b.claimFinish(t, "e", queue.Attempt{Outcome: queue.OutcomeSucceeded})
@@ -473,10 +474,10 @@ command = "true"
 		t.Parallel()
 		b := setup(t)
 		b.enqueue(t,
-			queue.Spec{Name: "x", Command: []string{"false"}},
-			queue.Spec{Name: "y", Command: []string{"true"}, After: []string{"x"}},
-			queue.Spec{Name: "z", Command: []string{"true"}, After: []string{"y"}},
-			queue.Spec{Name: "free", Command: []string{"true"}, Priority: -1},
+			jobspec.Spec{Name: "x", Command: []string{"false"}},
+			jobspec.Spec{Name: "y", Command: []string{"true"}, After: []string{"x"}},
+			jobspec.Spec{Name: "z", Command: []string{"true"}, After: []string{"y"}},
+			jobspec.Spec{Name: "free", Command: []string{"true"}, Priority: -1},
 		)
 		j := b.claimFinish(t, "x", queue.Attempt{Outcome: queue.OutcomeFailed, Reason: "exit status 1"})
 		require.Equal(t, queue.StateFailed, j.State)
@@ -494,7 +495,7 @@ command = "true"
 		require.NoError(t, err)
 		require.Equal(t, []string{"free"}, names(got))
 		// Waiting on a job that already failed fails at once.
-		late := b.enqueue(t, queue.Spec{Name: "late", Command: []string{"true"}, After: []string{"x"}}, queue.Spec{Name: "later", Command: []string{"true"}, After: []string{"late"}})
+		late := b.enqueue(t, jobspec.Spec{Name: "late", Command: []string{"true"}, After: []string{"x"}}, jobspec.Spec{Name: "later", Command: []string{"true"}, After: []string{"late"}})
 		require.Equal(t, queue.StateFailed, late[0].State)
 		require.Equal(t, queue.StateFailed, late[1].State)
 		// Retrying y is refused while x has failed; retrying x then y works.
@@ -517,12 +518,12 @@ command = "true"
 		t.Parallel()
 		b := setup(t)
 		b.enqueue(t,
-			queue.Spec{Name: "q", Command: []string{"x"}, Priority: -9},
-			queue.Spec{Name: "qdep", Command: []string{"x"}, After: []string{"q"}},
-			queue.Spec{Name: "r", Command: []string{"x"}, Priority: 9, Retries: 3},
-			queue.Spec{Name: "s", Command: []string{"x"}, Priority: 8},
-			queue.Spec{Name: "f", Command: []string{"x"}, Priority: 7},
-			queue.Spec{Name: "d", Command: []string{"x"}, Priority: 6},
+			jobspec.Spec{Name: "q", Command: []string{"x"}, Priority: -9},
+			jobspec.Spec{Name: "qdep", Command: []string{"x"}, After: []string{"q"}},
+			jobspec.Spec{Name: "r", Command: []string{"x"}, Priority: 9, Retries: 3},
+			jobspec.Spec{Name: "s", Command: []string{"x"}, Priority: 8},
+			jobspec.Spec{Name: "f", Command: []string{"x"}, Priority: 7},
+			jobspec.Spec{Name: "d", Command: []string{"x"}, Priority: 6},
 		)
 		// queued: never starts, dependents fail.
 		j, err := b.st.JobCancel(b.ctx, "q")
@@ -565,7 +566,7 @@ command = "true"
 	t.Run("LeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "once", Command: []string{"x"}}, queue.Spec{Name: "twice", Command: []string{"x"}, Retries: 1})
+		b.enqueue(t, jobspec.Spec{Name: "once", Command: []string{"x"}}, jobspec.Spec{Name: "twice", Command: []string{"x"}, Retries: 1})
 		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "dead", Limit: 2, Lease: 30 * time.Second})
 		require.NoError(t, err)
 		require.Len(t, got, 2)
@@ -609,10 +610,10 @@ command = "true"
 	t.Run("LeaseRelease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, queue.Spec{Name: "once", Command: []string{"x"}},
-			queue.Spec{Name: "twice", Command: []string{"x"}, Retries: 1},
-			queue.Spec{Name: "cancel-me", Command: []string{"x"}, Retries: 1},
-			queue.Spec{Name: "others", Command: []string{"x"}, Retries: 1})
+		b.enqueue(t, jobspec.Spec{Name: "once", Command: []string{"x"}},
+			jobspec.Spec{Name: "twice", Command: []string{"x"}, Retries: 1},
+			jobspec.Spec{Name: "cancel-me", Command: []string{"x"}, Retries: 1},
+			jobspec.Spec{Name: "others", Command: []string{"x"}, Retries: 1})
 		mine, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 3, Lease: time.Hour})
 		require.NoError(t, err)
 		require.Len(t, mine, 3)
@@ -677,9 +678,9 @@ command = "true"
 		t.Parallel()
 		b := setup(t)
 		b.enqueue(t,
-			queue.Spec{Name: "web-1", Command: []string{"x"}, Labels: map[string]string{"team": "web", "env": "prod"}},
-			queue.Spec{Name: "web-2", Command: []string{"x"}, Labels: map[string]string{"team": "web"}},
-			queue.Spec{Name: "db-1", Command: []string{"x"}, Labels: map[string]string{"team": "db"}, Priority: 1},
+			jobspec.Spec{Name: "web-1", Command: []string{"x"}, Labels: map[string]string{"team": "web", "env": "prod"}},
+			jobspec.Spec{Name: "web-2", Command: []string{"x"}, Labels: map[string]string{"team": "web"}},
+			jobspec.Spec{Name: "db-1", Command: []string{"x"}, Labels: map[string]string{"team": "db"}, Priority: 1},
 		)
 		b.claimFinish(t, "db-1", queue.Attempt{Outcome: queue.OutcomeSucceeded})
 		l, err := b.st.JobList(b.ctx, &queue.JobListParams{NameGlob: "web-*"})
@@ -737,9 +738,9 @@ command = "true"
 		t.Parallel()
 		b := setup(t)
 		const nJobs, nProcs = 400, 4
-		specs := make([]queue.Spec, nJobs)
+		specs := make([]jobspec.Spec, nJobs)
 		for i := range specs {
-			specs[i] = queue.Spec{Name: "j" + strconv.Itoa(i), Command: []string{"true"}, Priority: i % 3}
+			specs[i] = jobspec.Spec{Name: "j" + strconv.Itoa(i), Command: []string{"true"}, Priority: i % 3}
 		}
 		b.enqueue(t, specs...)
 		exe, err := os.Executable()
@@ -796,7 +797,7 @@ func names(jobs []queue.Job) []string {
 	return out
 }
 
-func (b *testBundle) enqueue(t *testing.T, specs ...queue.Spec) []queue.Job {
+func (b *testBundle) enqueue(t *testing.T, specs ...jobspec.Spec) []queue.Job {
 	t.Helper()
 	jobs, err := b.st.JobEnqueue(b.ctx, &queue.JobEnqueueParams{Specs: specs, Source: "# test"})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package queue_test
+package jobspec_test
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"paddock/queue"
+	"paddock/jobspec"
 )
 
 func mustLoc(t *testing.T, name string) *time.Location {
@@ -21,7 +21,7 @@ func mustLoc(t *testing.T, name string) *time.Location {
 // nextN returns the n ticks after from, formatted RFC 3339 in loc.
 func nextN(t *testing.T, expr, zone, from string, n int) []string {
 	t.Helper()
-	c, err := queue.ParseCron(expr)
+	c, err := jobspec.ParseCron(expr)
 	require.NoError(t, err)
 	loc := mustLoc(t, zone)
 	at, err := time.Parse(time.RFC3339, from)
@@ -100,7 +100,7 @@ func TestScheduleCronNoLoop(t *testing.T) {
 	t.Parallel()
 	for _, zone := range []string{"America/New_York", "Australia/Lord_Howe", "Europe/London", "America/Santiago", "Asia/Tehran"} {
 		for _, expr := range []string{"0 */8 * * *", "*/20 * * * *", "30 1,2 * * *"} {
-			c, err := queue.ParseCron(expr)
+			c, err := jobspec.ParseCron(expr)
 			require.NoError(t, err)
 			loc := mustLoc(t, zone)
 			at := time.Date(2024, 1, 1, 0, 0, 0, 0, loc)
@@ -136,7 +136,7 @@ func TestScheduleCronRefused(t *testing.T) {
 		{"@fortnightly", "invalid schedule"},
 		{"@daily extra", "invalid schedule"},
 	} {
-		_, err := queue.ParseCron(tc.expr)
+		_, err := jobspec.ParseCron(tc.expr)
 		require.Error(t, err, tc.expr)
 		require.Contains(t, err.Error(), tc.want, tc.expr)
 		require.False(t, strings.Contains(err.Error(), "\n"), tc.expr)

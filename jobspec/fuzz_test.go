@@ -1,4 +1,4 @@
-package queue
+package jobspec
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 // FuzzParse checks that Parse never panics and that its two possible
 // results are well formed. The seed corpus is in testdata/fuzz/FuzzParse.
 //
-//	go test -run '^$' -fuzz FuzzParse -fuzztime 60s ./queue
+//	go test -run '^$' -fuzz FuzzParse -fuzztime 60s ./jobspec
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("command = \"echo hi\"\n"))
 	f.Add([]byte("[defaults]\nretries = 1\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\n"))
@@ -27,7 +27,7 @@ func FuzzParse(f *testing.F) {
 		if len(specs) == 0 {
 			t.Fatal("no specs and no error")
 		}
-		if verr := validateSpecs("fuzz.toml", specs); verr != nil {
+		if verr := Validate("fuzz.toml", specs); verr != nil {
 			t.Fatalf("Parse accepted specs the store refuses: %v", verr)
 		}
 		for _, s := range specs {

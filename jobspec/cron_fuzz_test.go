@@ -1,4 +1,4 @@
-package queue
+package jobspec
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // across daylight-saving changes. The seed corpus is in
 // testdata/fuzz/FuzzParseCron.
 //
-//	go test -run '^$' -fuzz FuzzParseCron -fuzztime 60s ./queue
+//	go test -run '^$' -fuzz FuzzParseCron -fuzztime 60s ./jobspec
 func FuzzParseCron(f *testing.F) {
 	for _, s := range []string{
 		"TZ=", "TZ=TZ=x", "CRON_TZ=Nowhere/City * * * * *", "* * * * * * *", "*/0 * * * *", "60 * * * *",

@@ -1,18 +1,16 @@
-package queue_test
+package jobspec_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"paddock/queue"
+	"paddock/jobspec"
 )
 
 func TestParseValid(t *testing.T) {
@@ -45,17 +43,17 @@ schedule = "@daily"
 timezone = "Europe/Paris"
 retries = 0
 `
-	specs, err := queue.Parse("jobs.toml", []byte(src), "/srv/jobs")
+	specs, err := jobspec.Parse("jobs.toml", []byte(src), "/srv/jobs")
 	require.NoError(t, err)
 	require.Len(t, specs, 2)
 	no := false
-	require.Equal(t, queue.Spec{
+	require.Equal(t, jobspec.Spec{
 		Name: "build", Command: []string{"/bin/sh", "-c", "make all"}, Cwd: "/abs/dir", Workspace: "/srv/jobs/ws",
 		Mode: "workspace_write", Network: &no, Writable: []string{"/srv/jobs/cache"},
 		Env: map[string]string{"A": "1", "B": "2"}, Timeout: 90 * time.Minute, Retries: 2, Backoff: 5 * time.Second,
 		Priority: 5, Labels: map[string]string{"team": "web"}, Line: 10,
 	}, specs[0])
-	require.Equal(t, queue.Spec{
+	require.Equal(t, jobspec.Spec{
 		Name: "test", Command: []string{"go", "test", "./..."}, Mode: "workspace_write", Writable: []string{"/srv/jobs/cache"},
 		Env: map[string]string{"A": "1", "B": "x"}, Retries: 0, Backoff: 5 * time.Second, Labels: map[string]string{"team": "web"},
 		Hooks: []string{"no-curl"}, Schedule: "@daily", Timezone: "Europe/Paris", Overlap: "queue", Line: 20,
@@ -69,9 +67,9 @@ retries = 0
 
 func TestParseSingleJob(t *testing.T) {
 	t.Parallel()
-	specs, err := queue.Parse("", []byte("command = \"ls\"\ncwd = \"sub\"\n"), "/here")
+	specs, err := jobspec.Parse("", []byte("command = \"ls\"\ncwd = \"sub\"\n"), "/here")
 	require.NoError(t, err)
-	require.Equal(t, []queue.Spec{{Command: []string{"/bin/sh", "-c", "ls"}, Cwd: "/here/sub", Line: 1}}, specs)
+	require.Equal(t, []jobspec.Spec{{Command: []string{"/bin/sh", "-c", "ls"}, Cwd: "/here/sub", Line: 1}}, specs)
 }
 
 func TestParseErrors(t *testing.T) {
@@ -145,10 +143,10 @@ func TestParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			specs, err := queue.Parse("f.toml", []byte(tt.src), "/d")
+			specs, err := jobspec.Parse("f.toml", []byte(tt.src), "/d")
 			require.Nil(t, specs)
-			require.ErrorIs(t, err, queue.ErrInvalid)
-			var verr *queue.ValidationError
+			require.ErrorIs(t, err, jobspec.ErrInvalid)
+			var verr *jobspec.ValidationError
 			require.True(t, errors.As(err, &verr))
 			require.NotEmpty(t, verr.Errors)
 			fe := verr.Errors[0]
@@ -175,13 +173,13 @@ mode = "root"
 name = "c"
 command = "ok"
 `
-	_, err := queue.Parse("batch.toml", []byte(src), "")
-	var verr *queue.ValidationError
+	_, err := jobspec.Parse("batch.toml", []byte(src), "")
+	var verr *jobspec.ValidationError
 	require.ErrorAs(t, err, &verr)
 	require.Len(t, verr.Errors, 3)
 	require.Equal(t, []int{3, 7, 8}, []int{verr.Errors[0].Line, verr.Errors[1].Line, verr.Errors[2].Line})
 	require.Equal(t, `job "b"`, verr.Errors[1].Job)
-	require.True(t, strings.HasPrefix(err.Error(), "queue: invalid jobs (3 errors):\n  batch.toml:3: job \"a\": command: empty command"), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "jobspec: invalid jobs (3 errors):\n  batch.toml:3: job \"a\": command: empty command"), err.Error())
 }
 
 // TestValidationErrorCapped: a file with hundreds of problems gets all of
@@ -189,78 +187,44 @@ command = "ok"
 // counting the rest.
 func TestValidationErrorCapped(t *testing.T) {
 	var src strings.Builder
-	const n = 3 * queue.MaxErrorsShown
+	const n = 3 * jobspec.MaxErrorsShown
 	for i := range n {
 		fmt.Fprintf(&src, "[[job]]\nname = \"j%d\"\ncommand = \"true\"\nretries = -1\n", i)
 	}
-	_, err := queue.Parse("many.toml", []byte(src.String()), "")
-	var verr *queue.ValidationError
+	_, err := jobspec.Parse("many.toml", []byte(src.String()), "")
+	var verr *jobspec.ValidationError
 	require.ErrorAs(t, err, &verr)
 	require.Len(t, verr.Errors, n)
 	msg := err.Error()
 	lines := strings.Split(msg, "\n")
-	require.Len(t, lines, 1+queue.MaxErrorsShown+1, msg)
-	require.Equal(t, fmt.Sprintf("  ... and %d more problems", n-queue.MaxErrorsShown), lines[len(lines)-1])
-	require.Contains(t, lines[queue.MaxErrorsShown], fmt.Sprintf(`job "j%d"`, queue.MaxErrorsShown-1))
+	require.Len(t, lines, 1+jobspec.MaxErrorsShown+1, msg)
+	require.Equal(t, fmt.Sprintf("  ... and %d more problems", n-jobspec.MaxErrorsShown), lines[len(lines)-1])
+	require.Contains(t, lines[jobspec.MaxErrorsShown], fmt.Sprintf(`job "j%d"`, jobspec.MaxErrorsShown-1))
 }
 
 func TestParseFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := dir + "/job.toml"
-	require.NoError(t, osWriteFile(path, "command = [\"ls\"]\nworkspace = \"w\"\n"))
-	specs, data, err := queue.ParseFile(path)
+	require.NoError(t, os.WriteFile(path, []byte("command = [\"ls\"]\nworkspace = \"w\"\n"), 0o644))
+	specs, data, err := jobspec.ParseFile(path)
 	require.NoError(t, err)
 	require.Equal(t, dir+"/w", specs[0].Workspace)
 	require.Contains(t, string(data), "workspace")
-	_, _, err = queue.ParseFile(dir + "/missing.toml")
+	_, _, err = jobspec.ParseFile(dir + "/missing.toml")
 	require.Error(t, err)
-}
-
-// TestStoreErrorsPointAtKeys: errors only the store can find (an `after`
-// name nothing in the queue has) and KeyLines give the key's own line, in
-// a [[job]] file, in a single-job file and through [defaults].
-func TestStoreErrorsPointAtKeys(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), queue.SQLiteOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	for _, tt := range []struct {
-		name, text string
-		line       int
-	}{
-		{"batch", "[[job]]\nname = \"a\"\ncommand = \"true\"\n\n[[job]]\nname = \"b\"\ncommand = \"true\"\nafter = [\"nowhere\"]\n", 8},
-		{"single", "name = \"a\"\n\ncommand = \"true\"\nafter = [\"nowhere\"]\n", 4},
-		{"defaults", "[defaults]\nretries = 1\nafter = [\"nowhere\"]\n\n[[job]]\nname = \"a\"\ncommand = \"true\"\n", 3},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			specs, err := queue.Parse("f.toml", []byte(tt.text), "/srv")
-			require.NoError(t, err)
-			_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: tt.text, SourcePath: "f.toml"})
-			var verr *queue.ValidationError
-			require.ErrorAs(t, err, &verr)
-			require.Len(t, verr.Errors, 1)
-			require.Equal(t, "after", verr.Errors[0].Key)
-			require.Equal(t, tt.line, verr.Errors[0].Line, err.Error())
-			require.Equal(t, tt.line, queue.KeyLines([]byte(tt.text))(specs[len(specs)-1].Line, "after"))
-		})
-	}
-	// Text that is not the specs' file: the job's own line stands.
-	require.Equal(t, 7, queue.KeyLines([]byte("bench"))(7, "after"))
-	require.Equal(t, 0, queue.KeyLines(nil)(0, "hooks"))
 }
 
 // TestParseByteOrderMark: a UTF-8 byte-order mark, as some editors write,
 // is dropped; lines stay where they were.
 func TestParseByteOrderMark(t *testing.T) {
 	t.Parallel()
-	specs, err := queue.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncommand = \"true\"\n"), "/srv")
+	specs, err := jobspec.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncommand = \"true\"\n"), "/srv")
 	require.NoError(t, err)
 	require.Equal(t, "bom", specs[0].Name)
-	_, err = queue.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncomand = \"true\"\n"), "/srv")
+	_, err = jobspec.Parse("bom.toml", []byte("\xef\xbb\xbfname = \"bom\"\ncomand = \"true\"\n"), "/srv")
 	require.ErrorContains(t, err, "bom.toml:2:")
-	require.Equal(t, 1, queue.KeyLines([]byte("\xef\xbb\xbfafter = [\"x\"]\ncommand = \"true\"\n"))(1, "after"))
+	require.Equal(t, 1, jobspec.KeyLines([]byte("\xef\xbb\xbfafter = [\"x\"]\ncommand = \"true\"\n"))(1, "after"))
 }
 
 // TestParseFileNotAFile: a device (which /dev/zero would make read
@@ -268,13 +232,13 @@ func TestParseByteOrderMark(t *testing.T) {
 // is read.
 func TestParseFileNotAFile(t *testing.T) {
 	for path, says := range map[string]string{"/dev/zero": "is a character device", t.TempDir(): "is a directory"} {
-		_, _, err := queue.ParseFile(path)
+		_, _, err := jobspec.ParseFile(path)
 		require.ErrorContains(t, err, says, path)
 	}
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	go func() { w.WriteString("name = \"p\"\ncommand = \"true\"\n"); w.Close() }()
-	specs, _, err := queue.ParseFile(fmt.Sprintf("/proc/self/fd/%d", r.Fd()))
+	specs, _, err := jobspec.ParseFile(fmt.Sprintf("/proc/self/fd/%d", r.Fd()))
 	require.NoError(t, err)
 	require.Equal(t, "p", specs[0].Name)
 	r.Close()
