@@ -88,8 +88,9 @@ type ScheduleUpsertParams struct {
 	SourceName string // as JobEnqueueParams.SourceName
 }
 
-// sourceName is how messages name p's file.
-func (p *ScheduleUpsertParams) sourceName() string {
+// SourceLabel is how messages name the batch's file: SourceName, else
+// SourcePath, else [jobspec.StdinName].
+func (p *ScheduleUpsertParams) SourceLabel() string {
 	return cmp.Or(p.SourceName, p.SourcePath, jobspec.StdinName)
 }
 

@@ -631,18 +631,6 @@ func (s *SQLiteStore) JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Jo
 	return jobs[0], nil
 }
 
-// enqueueBatch is one batch of JobEnqueueAll, checked and encoded before
-// the transaction.
-type enqueueBatch struct {
-	p         *JobEnqueueParams // the one-off jobs
-	scheduled *ScheduleUpsertParams
-	specJSON  [][]byte
-	// later returns where a later batch of the call defines a job named
-	// name ("file:line"), or ""; for the message of an after naming
-	// nothing. Nil for the last batch.
-	later func(name string) string
-}
-
 // JobEnqueueAll implements Store. Names in Spec.After resolve first to a
 // job of the same batch, then to a stored job or one of an earlier batch
 // (by id, or the newest job with that name); a reference to nothing
@@ -650,48 +638,30 @@ type enqueueBatch struct {
 // met; one that already failed, was denied or was canceled makes the new
 // job fail at once (with its dependents).
 func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams) ([][]Job, error) {
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("%w: no batch", jobspec.ErrInvalid)
+	batches, err := PlanEnqueue(ps)
+	if err != nil {
+		return nil, err
 	}
-	batches := make([]enqueueBatch, len(ps))
+	specJSON := make([][][]byte, len(batches))
 	big := false
-	for i, p := range ps {
-		if p == nil || len(p.Specs) == 0 {
-			return nil, fmt.Errorf("%w: empty batch", jobspec.ErrInvalid)
-		}
-		if verr := jobspec.Validate(p.sourceName(), p.Specs); verr != nil {
-			return nil, verr
-		}
-		jobs, scheduled := splitScheduled(p)
-		specJSON, err := encodeSpecs(jobs.Specs)
-		if err != nil {
+	for i, b := range batches {
+		if specJSON[i], err = encodeSpecs(b.Jobs.Specs); err != nil {
 			return nil, err
 		}
-		batches[i] = enqueueBatch{p: jobs, scheduled: scheduled, specJSON: specJSON}
-		big = big || len(jobs.Specs) >= insertChunkBig
-	}
-	if verr := crossBatchNames(ps); verr != nil {
-		return nil, verr
-	}
-	if len(ps) > 1 {
-		later := laterJobs(ps)
-		for i := range batches[:len(ps)-1] {
-			batches[i].later = func(name string) string { return later(i, name) }
-		}
+		big = big || len(b.Jobs.Specs) >= insertChunkBig
 	}
 	now := s.now()
 	var bigIns *sql.Stmt
 	if big {
 		// Prepared before the transaction takes the only write connection.
-		var err error
 		if bigIns, err = s.jobInsBig(ctx); err != nil {
 			return nil, fmt.Errorf("queue: enqueue: %w", err)
 		}
 	}
 	out := make([][]Job, len(batches))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		for i, b := range batches {
-			jobs, err := s.enqueueTx(ctx, tx, b, bigIns, now)
+			jobs, err := s.enqueueTx(ctx, tx, b, specJSON[i], bigIns, now)
 			if err != nil {
 				return err
 			}
@@ -705,185 +675,31 @@ func (s *SQLiteStore) JobEnqueueAll(ctx context.Context, ps []*JobEnqueueParams)
 	return out, nil
 }
 
-// crossBatchNames refuses a name that a batch of ps gives to a job or a
-// schedule when an earlier batch gives it too, as validateSpecs does
-// within one batch: the earlier job would hold it, or the later schedule
-// would silently replace the earlier. It lists every such name, in one
-// pass.
-func crossBatchNames(ps []*JobEnqueueParams) error {
-	if len(ps) < 2 {
-		return nil
-	}
-	where := map[string]string{} // name: the first batch giving it, as file:line
-	var errs []jobspec.FieldError
-	for _, p := range ps {
-		var mine []jobspec.FieldError
-		for _, sp := range p.Specs {
-			if at, ok := where[sp.Name]; ok && sp.Name != "" {
-				mine = append(mine, jobspec.FieldError{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "name",
-					Message: fmt.Sprintf("duplicate name %q: a job or schedule of %s has it too (names are unique within one submission)", sp.Name, at)})
-			}
-		}
-		for _, sp := range p.Specs {
-			if _, ok := where[sp.Name]; sp.Name != "" && !ok {
-				where[sp.Name] = p.sourceName()
-				if sp.Line > 0 {
-					where[sp.Name] += ":" + strconv.Itoa(sp.Line)
-				}
-			}
-		}
-		if len(mine) > 0 {
-			at := jobspec.KeyLines([]byte(p.Source))
-			for i := range mine {
-				mine[i].Line = at(mine[i].Line, mine[i].Key)
-			}
-			errs = append(errs, mine...)
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &jobspec.ValidationError{Errors: errs}
-}
-
-// laterJob is b.later(name), or "" when b.later is nil.
-func (b enqueueBatch) laterJob(name string) string {
-	if b.later == nil {
-		return ""
-	}
-	return b.later(name)
-}
-
-// laterJobs returns a function telling where a batch of ps after batch i
-// defines a job named name ("file:line" of its name key), or "". It
-// indexes the names on its first call, and places a batch's keys when
-// first asked about it: only a refused submission calls it.
-func laterJobs(ps []*JobEnqueueParams) func(i int, name string) string {
-	type def struct{ batch, line int }
-	var defs map[string]def
-	lines := map[int]func(int, string) int{}
-	return func(i int, name string) string {
-		if defs == nil {
-			defs = map[string]def{}
-			for b, p := range ps {
-				for _, sp := range p.Specs {
-					if _, ok := defs[sp.Name]; !ok && sp.Name != "" && sp.Schedule == "" {
-						defs[sp.Name] = def{b, sp.Line}
-					}
-				}
-			}
-		}
-		d, ok := defs[name]
-		if !ok || d.batch <= i {
-			return ""
-		}
-		p := ps[d.batch]
-		at := p.sourceName()
-		if d.line > 0 {
-			if lines[d.batch] == nil {
-				lines[d.batch] = jobspec.KeyLines([]byte(p.Source))
-			}
-			at += ":" + strconv.Itoa(lines[d.batch](d.line, "name"))
-		}
-		return at
-	}
-}
-
-// enqueueTx stores batch b in tx and returns its jobs (b.scheduled goes in
-// as schedules).
-func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch, bigIns *sql.Stmt, now int64) ([]Job, error) {
-	p, scheduled, specJSON := b.p, b.scheduled, b.specJSON
-	batchIdx := make(map[string]int, len(p.Specs))
-	for i, sp := range p.Specs {
-		if sp.Name != "" {
-			batchIdx[sp.Name] = i
-		}
-	}
+// enqueueTx stores batch b, whose specs encode to specJSON, in tx and
+// returns its jobs (b.Schedules goes in as schedules).
+func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b EnqueueBatch, specJSON [][]byte, bigIns *sql.Stmt, now int64) ([]Job, error) {
+	p := b.Jobs
 	jobs := make([]Job, len(p.Specs))
-	if len(scheduled.Specs) > 0 {
-		if _, err := s.scheduleUpsertTx(ctx, tx, scheduled, now); err != nil {
+	if len(b.Schedules.Specs) > 0 {
+		if _, err := s.scheduleUpsertTx(ctx, tx, b.Schedules, now); err != nil {
 			return nil, err
 		}
 	}
 	if len(p.Specs) == 0 {
 		return jobs, nil
 	}
-	var errs []jobspec.FieldError
-	fe := func(sp jobspec.Spec, i int, key, msg string) {
-		label := "job " + strconv.Itoa(i+1)
-		if sp.Name != "" {
-			label = "job " + strconv.Quote(sp.Name)
-		}
-		errs = append(errs, jobspec.FieldError{File: p.sourceName(), Line: sp.Line, Job: label, Key: key, Message: msg})
-	}
-	// Names held by queued or running jobs: one query for the batch.
-	var batchNames []string
-	for _, sp := range p.Specs {
-		if sp.Name != "" {
-			batchNames = append(batchNames, sp.Name)
-		}
-	}
-	if len(batchNames) > 0 {
-		held, err := heldNames(ctx, tx, batchNames)
-		if err != nil {
-			return nil, err
-		}
-		for i, sp := range p.Specs {
-			if h, ok := held[sp.Name]; ok && sp.Name != "" {
-				fe(sp, i, "name", nameHeld(sp.Name, h[1], h[0]))
-				errs[len(errs)-1].Err = ErrNameInUse
+	deps, err := b.PlanDeps(EnqueueLookup{
+		Held: func(names []string) (map[string]StoredJob, error) { return heldNames(ctx, tx, names) },
+		Resolve: func(ref string) (StoredJob, bool, error) {
+			r, err := resolve(ctx, tx, ref)
+			if errors.Is(err, ErrNotFound) {
+				return StoredJob{}, false, nil
 			}
-		}
-	}
-	// Resolve dependencies.
-	type ext struct {
-		rid   int64
-		id    string
-		state JobState
-		label string
-	}
-	extDeps := make([][]ext, len(p.Specs)) // stored dependencies
-	inDeps := make([][]int, len(p.Specs))  // in-batch dependencies
-	extCache := map[string]*ext{}
-	for i, sp := range p.Specs {
-		for _, ref := range sp.After {
-			if j, ok := batchIdx[ref]; ok {
-				if !slices.Contains(inDeps[i], j) { // one edge per dependency, however named
-					inDeps[i] = append(inDeps[i], j)
-				}
-				continue
-			}
-			e, ok := extCache[ref]
-			if !ok {
-				r, err := resolve(ctx, tx, ref)
-				if errors.Is(err, ErrNotFound) {
-					extCache[ref] = nil
-				} else if err != nil {
-					return nil, err
-				} else {
-					e = &ext{rid: r.rid, id: r.ID, state: r.State, label: jobLabel(r.Job)}
-					extCache[ref] = e
-				}
-			}
-			if e == nil {
-				if at := b.laterJob(ref); at != "" {
-					fe(sp, i, "after", fmt.Sprintf("%q is a job of %s, which comes later in this submission: list it first (after may name a job of the same file, of an earlier one, or in the queue)", ref, at))
-				} else {
-					fe(sp, i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref))
-				}
-				continue
-			}
-			if !slices.ContainsFunc(extDeps[i], func(x ext) bool { return x.rid == e.rid }) {
-				extDeps[i] = append(extDeps[i], *e)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		at := jobspec.KeyLines([]byte(p.Source))
-		for i := range errs {
-			errs[i].Line = at(errs[i].Line, errs[i].Key)
-		}
-		return nil, &jobspec.ValidationError{Errors: errs} // errors.Is ErrNameInUse when a name is held
+			return StoredJob{Row: r.rid, ID: r.ID, Name: r.Name, State: r.State}, err == nil, err
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 	if err != nil {
@@ -904,17 +720,7 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 	}
 	args := make([]any, 0, len(p.Specs)*insertCols)
 	for i, sp := range p.Specs {
-		pending := len(inDeps[i])
-		var dep []string
-		for _, j := range inDeps[i] {
-			dep = append(dep, ids[j])
-		}
-		for _, e := range extDeps[i] {
-			dep = append(dep, e.id)
-			if e.state != StateSucceeded {
-				pending++
-			}
-		}
+		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
 		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
 		jobs[i] = Job{ID: ids[i], Name: sp.Name, State: StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
 			MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
@@ -939,25 +745,24 @@ func (s *SQLiteStore) enqueueTx(ctx context.Context, tx *sql.Tx, b enqueueBatch,
 		}
 		args = args[n*insertCols:]
 	}
-	var badDeps []ext
+	var badDeps []StoredJob
 	for i := range p.Specs {
-		for _, j := range inDeps[i] {
+		for _, j := range deps[i].InBatch {
 			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, rids[j], rids[i]); err != nil {
 				return nil, fmt.Errorf("queue: enqueue: %w", err)
 			}
 		}
-		for _, e := range extDeps[i] {
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, e.rid, rids[i]); err != nil {
+		for _, e := range deps[i].Stored {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO deps (dep_rid, job_rid) VALUES (?, ?)`, e.Row, rids[i]); err != nil {
 				return nil, fmt.Errorf("queue: enqueue: %w", err)
 			}
-			switch e.state {
-			case StateFailed, StateDenied, StateCanceled:
+			if FailsDependents(e.State) {
 				badDeps = append(badDeps, e)
 			}
 		}
 	}
 	for _, e := range badDeps {
-		if err := failDependents(ctx, tx, e.rid, e.label, e.state, now); err != nil {
+		if err := failDependents(ctx, tx, e.Row, JobLabel(e.ID, e.Name), e.State, now); err != nil {
 			return nil, err
 		}
 	}
@@ -1042,45 +847,26 @@ func insertJobsSQL(rows int) string {
 	return b.String()
 }
 
-// heldNames returns, for each name held by a queued or running job, its id
-// and state.
-func heldNames(ctx context.Context, tx *sql.Tx, names []string) (map[string][2]string, error) {
+// heldNames returns, for each name held by a queued or running job, that
+// job.
+func heldNames(ctx context.Context, tx *sql.Tx, names []string) (map[string]StoredJob, error) {
 	b, _ := json.Marshal(names)
 	rows, err := tx.QueryContext(ctx, heldNamesSQL, string(b))
 	if err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", err)
 	}
 	defer rows.Close()
-	held := map[string][2]string{}
+	held := map[string]StoredJob{}
 	for rows.Next() {
-		var n, id, st string
-		if err := rows.Scan(&n, &id, &st); err != nil {
+		var j StoredJob
+		var st string
+		if err := rows.Scan(&j.Name, &j.ID, &st); err != nil {
 			return nil, fmt.Errorf("queue: enqueue: %w", err)
 		}
-		held[n] = [2]string{id, st}
+		j.State = JobState(st)
+		held[j.Name] = j
 	}
 	return held, rows.Err()
-}
-
-// nameHeld says that name is held by the job id in state (queued or
-// running) and when it is free again: the same words for enqueue (a
-// FieldError's Message) and retry (a nameHeldError).
-func nameHeld(name, state, id string) string {
-	return fmt.Sprintf("%q is held by %s job %s; the name is free again once that job is final (wait for it, or cancel it)", name, state, id)
-}
-
-// nameHeldError is JobRetry's [ErrNameInUse]: errors.Is(err, ErrNameInUse)
-// holds, and it prints the holder as enqueue's refusal does.
-type nameHeldError struct{ msg string }
-
-func (e *nameHeldError) Error() string { return "queue: " + e.msg }
-func (e *nameHeldError) Unwrap() error { return ErrNameInUse }
-
-func jobLabel(j Job) string {
-	if j.Name != "" {
-		return strconv.Quote(j.Name) + " (" + j.ID + ")"
-	}
-	return j.ID
 }
 
 // failDependents fails, transitively, every queued job waiting on rid.
@@ -1095,10 +881,11 @@ func failDependents(ctx context.Context, tx execQuerier, rid int64, label string
 	for len(work) > 0 {
 		it := work[len(work)-1]
 		work = work[:len(work)-1]
-		reason := "dependency " + it.label + " " + it.how
+		because := ""
 		if it.rid != rid {
-			reason += " (because " + root + ")"
+			because = root
 		}
+		reason := DependencyFailedReason(it.label, it.how, because)
 		rows, err := tx.QueryContext(ctx, failSQL, reason, now, now, it.rid)
 		if err != nil {
 			return fmt.Errorf("queue: fail dependents: %w", err)
@@ -1110,7 +897,7 @@ func failDependents(ctx context.Context, tx execQuerier, rid int64, label string
 				rows.Close()
 				return fmt.Errorf("queue: fail dependents: %w", err)
 			}
-			n.label = jobLabel(Job{ID: id, Name: name})
+			n.label = JobLabel(id, name)
 			n.how = "failed"
 			work = append(work, n)
 		}
@@ -1133,16 +920,13 @@ func releaseDependents(ctx context.Context, tx execQuerier, rid, now int64) erro
 
 // JobClaim implements Store.
 func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, error) {
-	if p == nil || p.WorkerID == "" {
-		return nil, errors.New("queue: claim: WorkerID is required")
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
 	}
-	limit := max(p.Limit, 1)
-	lease := p.Lease
-	if lease <= 0 {
-		lease = LeaseDefault
-	}
+	p, limit, lease := &c, c.Limit, c.Lease
 	var out []Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		var rows *sql.Rows
 		var err error
@@ -1192,18 +976,16 @@ func (s *SQLiteStore) JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, e
 
 // LeaseExtend implements Store.
 func (s *SQLiteStore) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]string, error) {
-	if p == nil || p.WorkerID == "" {
-		return nil, errors.New("queue: lease extend: WorkerID is required")
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if len(p.JobIDs) == 0 {
+	if len(c.JobIDs) == 0 {
 		return nil, nil
 	}
-	lease := p.Lease
-	if lease <= 0 {
-		lease = LeaseDefault
-	}
+	p, lease := &c, c.Lease
 	var stop []string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		stop = stop[:0]
 		now := s.now()
 		for _, id := range p.JobIDs {
@@ -1225,18 +1007,10 @@ func (s *SQLiteStore) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]
 
 // AttemptFinish implements Store.
 func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams) (Job, error) {
-	if p == nil {
-		return Job{}, errors.New("queue: attempt finish: nil params")
+	if err := p.Check(); err != nil {
+		return Job{}, err
 	}
 	a := p.Attempt
-	switch a.Outcome {
-	case OutcomeSucceeded, OutcomeFailed, OutcomeRunnerFailed, OutcomeDenied, OutcomeCanceled, OutcomeTimeout, OutcomeInterrupted:
-	default:
-		return Job{}, fmt.Errorf("queue: attempt finish: unknown outcome %q: expected one of %s", a.Outcome, strings.Join(Outcomes(), ", "))
-	}
-	if len(a.Trail) > 0 && !json.Valid(a.Trail) {
-		return Job{}, errors.New("queue: attempt finish: Trail is not valid JSON")
-	}
 	var out Job
 	err := s.tx(ctx, func(stx *sql.Tx) error {
 		tx := s.cached(stx)
@@ -1258,7 +1032,11 @@ func (s *SQLiteStore) AttemptFinish(ctx context.Context, p *AttemptFinishParams)
 		if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, ended, a); err != nil {
 			return err
 		}
-		next, reason, notBefore := s.decide(r, a.Outcome, a.Reason, now)
+		t := AttemptEnded(r.Job, a.Outcome, a.Reason, s.rand())
+		next, reason, notBefore := t.State, t.Reason, int64(0)
+		if t.Delay > 0 {
+			notBefore = now + int64(t.Delay)
+		}
 		if err := s.setState(ctx, tx, r, next, reason, notBefore, now); err != nil {
 			return err
 		}
@@ -1296,27 +1074,6 @@ func (s *SQLiteStore) closeAttempt(ctx context.Context, tx execQuerier, rid int6
 	return nil
 }
 
-// decide picks the state after an attempt ended with outcome.
-func (s *SQLiteStore) decide(r jobRow, outcome, why string, now int64) (JobState, string, int64) {
-	if why == "" {
-		why = outcome
-	}
-	switch {
-	case outcome == OutcomeSucceeded:
-		return StateSucceeded, why, 0
-	case outcome == OutcomeCanceled || r.CancelRequested:
-		return StateCanceled, "canceled (attempt " + strconv.Itoa(r.AttemptCount) + ": " + why + ")", 0
-	case outcome == OutcomeDenied:
-		return StateDenied, why, 0
-	case r.AttemptCount < r.MaxAttempts:
-		d := Backoff(r.Spec.Backoff, r.AttemptCount, s.rand())
-		nb := now + int64(d)
-		return StateQueued, fmt.Sprintf("attempt %d of %d %s: %s; retrying after %s", r.AttemptCount, r.MaxAttempts, outcome, why, d.Round(time.Millisecond)), nb
-	default:
-		return StateFailed, fmt.Sprintf("attempt %d of %d %s: %s", r.AttemptCount, r.MaxAttempts, outcome, why), 0
-	}
-}
-
 func (s *SQLiteStore) setState(ctx context.Context, tx execQuerier, r jobRow, next JobState, reason string, notBefore, now int64) error {
 	fin := int64(0)
 	if next.Finished() {
@@ -1331,7 +1088,7 @@ func (s *SQLiteStore) setState(ctx context.Context, tx execQuerier, r jobRow, ne
 	case StateSucceeded:
 		return releaseDependents(ctx, tx, r.rid, now)
 	case StateFailed, StateDenied, StateCanceled:
-		return failDependents(ctx, tx, r.rid, jobLabel(r.Job), next, now)
+		return failDependents(ctx, tx, r.rid, JobLabel(r.ID, r.Name), next, now)
 	}
 	return nil
 }
@@ -1358,19 +1115,20 @@ func (s *SQLiteStore) JobCancel(ctx context.Context, ref string) (Job, error) {
 			return err
 		}
 		now := s.now()
-		switch r.State {
-		case StateQueued:
-			if err := s.setState(ctx, tx, r, StateCanceled, "canceled before it started", 0, now); err != nil {
+		effect, err := CancelOf(r.Job)
+		if err != nil {
+			out = r.Job
+			return err
+		}
+		switch effect {
+		case CancelNow:
+			if err := s.setState(ctx, tx, r, StateCanceled, ReasonCanceledBeforeStart, 0, now); err != nil {
 				return err
 			}
-		case StateRunning:
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, reason = 'cancel requested', updated_ns = ? WHERE rid = ?`, now, r.rid); err != nil {
+		case CancelFlag:
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, reason = ?, updated_ns = ? WHERE rid = ?`, ReasonCancelRequested, now, r.rid); err != nil {
 				return fmt.Errorf("queue: cancel: %w", err)
 			}
-		case StateCanceled:
-		default:
-			out = r.Job
-			return wrongState(r.Job, "cancel")
 		}
 		out, err = s.reload(ctx, tx, r.rid)
 		return err
@@ -1386,16 +1144,14 @@ func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
 		if err != nil {
 			return err
 		}
-		switch r.State {
-		case StateFailed, StateDenied, StateCanceled:
-		default:
-			return wrongState(r.Job, "retry")
+		if err := RetryCheck(r.Job); err != nil {
+			return err
 		}
 		if r.Name != "" {
 			var id, state string
 			err := tx.QueryRowContext(ctx, `SELECT id, state FROM jobs WHERE name = ? AND state IN ('queued','running')`, r.Name).Scan(&id, &state)
 			if err == nil {
-				return &nameHeldError{msg: nameHeld(r.Name, state, id)}
+				return NameHeldError(r.Name, JobState(state), id)
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("queue: retry: %w", err)
@@ -1413,8 +1169,8 @@ func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
 				rows.Close()
 				return fmt.Errorf("queue: retry: %w", err)
 			}
-			if JobState(state).Finished() && blocked == nil {
-				blocked = fmt.Errorf("%w: cannot retry job %s: dependency %s is %s; retry it first", ErrWrongState, r.ID, jobLabel(Job{ID: id, Name: name}), state)
+			if blocked == nil {
+				blocked = RetryBlocked(r.Job, id, name, JobState(state))
 			}
 			pending++
 		}
@@ -1423,8 +1179,8 @@ func (s *SQLiteStore) JobRetry(ctx context.Context, ref string) (Job, error) {
 			return blocked
 		}
 		now := s.now()
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = 'retry requested', deps_pending = ?, max_attempts = attempts + ?, not_before_ns = 0, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
-			pending, r.Spec.Retries+1, now, r.rid)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = ?, deps_pending = ?, max_attempts = attempts + ?, not_before_ns = 0, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
+			ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid)
 		if err != nil {
 			return fmt.Errorf("queue: retry: %w", err)
 		}
@@ -1455,7 +1211,7 @@ func (s *SQLiteStore) LeaseRecoverExpired(ctx context.Context) ([]Job, error) {
 		}
 		rows.Close()
 		for _, r := range expired {
-			why := fmt.Sprintf("lease of worker %q expired at %s (the worker stopped heartbeating)", r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339))
+			why := LeaseExpiredReason(r.LeaseOwner, r.LeaseExpiresAt)
 			j, err := s.interrupt(ctx, tx, r, why, now, true)
 			if err != nil {
 				return err
@@ -1477,20 +1233,13 @@ func (s *SQLiteStore) interrupt(ctx context.Context, tx *sql.Tx, r jobRow, why s
 	if err := s.closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, Attempt{Outcome: OutcomeInterrupted, Reason: why}); err != nil {
 		return Job{}, err
 	}
-	next, reason, nb := StateQueued, fmt.Sprintf("attempt %d of %d interrupted: %s; queued again", r.AttemptCount, r.MaxAttempts, why), int64(0)
-	switch {
-	case r.CancelRequested:
-		next, reason = StateCanceled, "canceled (attempt interrupted: "+why+")"
-	case !counted:
-		reason = fmt.Sprintf("attempt %d interrupted: %s; queued again (a worker's stop does not count against retries)", r.AttemptCount, why)
+	t := AttemptInterrupted(r.Job, why, counted)
+	if t.RaiseMaxAttempts {
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET max_attempts = max_attempts + 1 WHERE rid = ?`, r.rid); err != nil {
 			return Job{}, fmt.Errorf("queue: interrupt: %w", err)
 		}
-		r.MaxAttempts++
-	case r.AttemptCount >= r.MaxAttempts:
-		next, reason = StateFailed, fmt.Sprintf("attempt %d of %d interrupted: %s", r.AttemptCount, r.MaxAttempts, why)
 	}
-	if err := s.setState(ctx, tx, r, next, reason, nb, now); err != nil {
+	if err := s.setState(ctx, tx, r, t.State, t.Reason, 0, now); err != nil {
 		return Job{}, err
 	}
 	return s.reload(ctx, tx, r.rid)
@@ -1498,15 +1247,13 @@ func (s *SQLiteStore) interrupt(ctx context.Context, tx *sql.Tx, r jobRow, why s
 
 // LeaseRelease implements Store.
 func (s *SQLiteStore) LeaseRelease(ctx context.Context, p *LeaseReleaseParams) ([]Job, error) {
-	if p == nil || p.WorkerID == "" {
-		return nil, errors.New("queue: lease release: WorkerID is required")
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
 	}
-	why := p.Reason
-	if why == "" {
-		why = "the worker stopped"
-	}
+	p, why := &c, c.Reason
 	var out []Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		now := s.now()
 		for _, id := range p.JobIDs {

@@ -54,31 +54,6 @@ const scheduleFrom = ` FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
 
 const decisionCols = `schedule, tick_ns, decision, count, job_id, at_ns, worker_id, detail`
 
-// splitScheduled returns a copy of p holding only its one-off specs, and
-// params holding its scheduled specs.
-func splitScheduled(p *JobEnqueueParams) (*JobEnqueueParams, *ScheduleUpsertParams) {
-	sched := &ScheduleUpsertParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName}
-	n := 0
-	for i := range p.Specs {
-		if p.Specs[i].Schedule != "" {
-			n++
-		}
-	}
-	if n == 0 { // the usual batch: no copy of its specs
-		return p, sched
-	}
-	jobs := &JobEnqueueParams{Source: p.Source, SourcePath: p.SourcePath, SourceName: p.SourceName, Specs: make([]jobspec.Spec, 0, len(p.Specs)-n)}
-	sched.Specs = make([]jobspec.Spec, 0, n)
-	for i := range p.Specs {
-		if p.Specs[i].Schedule != "" {
-			sched.Specs = append(sched.Specs, p.Specs[i])
-		} else {
-			jobs.Specs = append(jobs.Specs, p.Specs[i])
-		}
-	}
-	return jobs, sched
-}
-
 func scanSchedule(sc scanner) (Schedule, error) {
 	var (
 		s                            Schedule
@@ -134,16 +109,8 @@ func getSchedule(ctx context.Context, q querier, name string) (Schedule, error) 
 
 // ScheduleUpsert implements Store.
 func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) ([]Schedule, error) {
-	if p == nil || len(p.Specs) == 0 {
-		return nil, fmt.Errorf("%w: empty batch", jobspec.ErrInvalid)
-	}
-	for _, sp := range p.Specs {
-		if sp.Schedule == "" {
-			return nil, &jobspec.ValidationError{Errors: []jobspec.FieldError{{File: p.sourceName(), Line: sp.Line, Job: "job " + strconv.Quote(sp.Name), Key: "schedule", Message: "missing: ScheduleUpsert takes scheduled specs only"}}}
-		}
-	}
-	if verr := jobspec.Validate(p.sourceName(), p.Specs); verr != nil {
-		return nil, verr
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	var out []Schedule
 	err := s.tx(ctx, func(tx *sql.Tx) error {

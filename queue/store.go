@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -253,8 +252,9 @@ type JobEnqueueParams struct {
 	SourceName string
 }
 
-// sourceName is how messages name p's file.
-func (p *JobEnqueueParams) sourceName() string {
+// SourceLabel is how messages name the batch's file: SourceName, else
+// SourcePath, else [jobspec.StdinName].
+func (p *JobEnqueueParams) SourceLabel() string {
 	return cmp.Or(p.SourceName, p.SourcePath, jobspec.StdinName)
 }
 
@@ -368,7 +368,3 @@ var (
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("queue: store closed")
 )
-
-func wrongState(j Job, op string) error {
-	return fmt.Errorf("%w: cannot %s job %s: it is %s", ErrWrongState, op, j.ID, j.State)
-}
