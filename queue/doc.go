@@ -1,22 +1,22 @@
 // Package queue is paddock's durable job queue.
 //
-// It keeps jobs (specs parsed by package jobspec) in a [Store] that
-// survives crashes and serves many worker processes at once ([OpenSQLite],
-// one SQLite file in WAL mode, pure Go), and takes job files dropped into a
-// directory ([Inbox]).
+// It defines the [Store] contract (jobs parsed by package jobspec, kept so
+// that they survive crashes, served to many worker processes at once) and
+// the rules every store follows ([AttemptEnded], [PlanEnqueue],
+// [PlanTick] and their kin): what a job's next state is and how every
+// message is worded. A driver executes primitives and calls them; the
+// embedded driver is package queue/sqlite, and every driver passes the
+// contract suite in queue/storetest.
 //
 // The package never runs a job, evaluates a hook or touches a sandbox: the
 // runner claims jobs, does the work and reports each attempt with
-// [Store.AttemptFinish]. It does not expand "~" or environment variables
-// in paths.
+// [Store.AttemptFinish].
 //
 // # Concurrency
 //
-// A [Store] is safe for concurrent use by many goroutines; the SQLite store
-// is also safe for many processes sharing one file on one machine (not over
-// a network file system). An
-// [Inbox] is safe for concurrent use and serializes scans across processes
-// with a lock file.
+// A [Store] is safe for concurrent use by many goroutines (and a driver
+// says which processes may share it). The rules are pure functions, safe
+// for concurrent use.
 //
 // # Job states
 //
@@ -83,12 +83,6 @@
 // [Store.LeaseRecoverExpired] about once per lease period; it records the
 // lost attempt as "interrupted".
 //
-// # Noticing changes from other processes
-//
-// Every commit writes the "-wal" file beside the database, so a worker can
-// watch that file (inotify) and claim when it changes instead of polling
-// fast; a slow poll (a few seconds) remains a good fallback.
-//
 // # Schedules
 //
 // A spec with Spec.Schedule is a schedule, not a job: [Store.JobEnqueue]
@@ -122,64 +116,4 @@
 //
 // Every decision is recorded ([Store.ScheduleDecisionList]); JobPrune
 // deletes decisions older than the retention.
-//
-// # Performance
-//
-// Measured on the development VM (2 vCPUs, Go 1.26, modernc.org/sqlite
-// v1.62), which other engineers share: absolute figures move by a factor of
-// two with their load, so each comes with the bare-SQLite baseline measured
-// in the same run (the issue quotes about 30 ms for 10,000 bare inserts and
-// about 25 µs for a bare claim; this machine's are 46-49 ms and 79-90 µs
-// at its quietest).
-//
-//	go test -run '^$' -bench 'EnqueueBatch10k$|BareInsert10k|Claim100k|BareClaim|Parse10k|TOMLDecode10k' -count 5 ./queue
-//	go test -run '^$' -bench EnqueueFlat -benchtime 1x -count 2 ./queue
-//
-// 2026-11-30, load average 0.6-1.5, median of 5 runs (min-max):
-//
-//	EnqueueBatch10k   177 ms (167-207)   10,000-job TOML text -> Parse -> one committed JobEnqueue; target 200 ms
-//	  of which Parse10k        31 ms (29-35); go-toml/v2's decode alone 17 ms
-//	  baseline BareInsert10k   49 ms (46-49)
-//	Claim100k p50      72 µs (71-74)     one job per claim, 100,000 queued; target 100 µs
-//	  baseline BareClaim p50   83 µs (79-90)
-//	EnqueueFlat        last 1,000 of 100,000 against the first 1,000, median
-//	                   latency: 0.79 and 1.03 (two runs; limit 1.5)
-//
-// Under load (average 3.5-4, an hour earlier) the same code gave 270-345 ms
-// and 90-130 µs, with BareInsert10k at 68-92 ms and BareClaim at 59-112 µs:
-// read the figures against their baselines. The same day, before this round
-// of work and at low load, the batch took 227-243 ms and a claim 155 µs.
-// What made the difference, profile by profile:
-//
-//   - The TOML decoder: BurntSushi/toml took 83 ms of the batch,
-//     pelletier/go-toml/v2 takes 13-17 ms. The table-header scan for error
-//     lines runs beside it, and a large batch's specs are JSON-encoded on
-//     two goroutines.
-//   - Schema 3 dropped the index on state, which cost every claim and every
-//     finish two page writes: a claim writes 4.25 pages instead of 6.4, a
-//     finish 4.1 instead of 5.2, a 10,000-job batch 693 instead of about
-//     745 (TestPagesWrittenPerOperation counts them; on this VM a claim's
-//     cost is mostly its page writes). Counts by state read partial
-//     indexes only.
-//   - A claim is one UPDATE ... WHERE rid IN (ready jobs) RETURNING instead
-//     of a SELECT and an UPDATE per job.
-//   - Large batches insert 1,024 rows per statement instead of 64: each
-//     multi-row INSERT keeps a statement journal of the pages it changes
-//     that existed before it, which took 13% of the batch's CPU.
-//   - AttemptFinish no longer reads back and decodes the row it just wrote.
-//
-// What is left in a batch: the inserts into the table and its three
-// indexes (about half), the commit and the WAL checkpoint that follows a
-// commit of more than 1,000 pages (about a quarter), JSON encoding and
-// validation. A claim is mostly its commit.
-//
-// The claim's p99 (about 1-2 ms here) is the WAL checkpoint that SQLite runs
-// every 1,000 written pages.
-//
-// The claim reads the partial index jobs_ready (priority DESC, created_ns,
-// rid, not_before_ns) WHERE state = 'queued' AND deps_pending = 0, in order,
-// and stops at the limit: ready jobs are found without a scan or a sort.
-// Dependencies are counted (deps_pending) and released or failed through
-// the deps table's primary key when a job finishes, so a claim never checks
-// dependencies. TestQueryPlans guards these plans.
 package queue

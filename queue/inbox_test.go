@@ -13,6 +13,7 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/queue/storetest"
 )
 
@@ -21,14 +22,14 @@ func TestInbox(t *testing.T) {
 	type testBundle struct {
 		ctx   context.Context
 		dir   string
-		st    *queue.SQLiteStore
+		st    *sqlite.Store
 		in    *queue.Inbox
 		clock *storetest.Clock
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		b := &testBundle{ctx: context.Background(), dir: t.TempDir(), clock: storetest.NewClock(storetest.T0)}
-		st, err := queue.OpenSQLite(b.ctx, filepath.Join(b.dir, "queue.db"), queue.SQLiteOptions{Clock: b.clock.Now})
+		st, err := sqlite.Open(b.ctx, filepath.Join(b.dir, "queue.db"), sqlite.Options{Clock: b.clock.Now})
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		b.st = st
@@ -215,7 +216,7 @@ func TestInboxCheck(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := storetest.NewClock(storetest.T0)
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "queue.db"), queue.SQLiteOptions{Clock: clock.Now})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "queue.db"), sqlite.Options{Clock: clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	var checked []string

@@ -9,6 +9,7 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 )
 
 // TestStoreErrorsPointAtKeys: errors only the store can find (an `after`
@@ -17,7 +18,7 @@ import (
 func TestStoreErrorsPointAtKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	for _, tt := range []struct {

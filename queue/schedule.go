@@ -119,11 +119,11 @@ type ScheduleDecisionListParams struct {
 	Limit    int    // newest first, at most this many; <= 0 = 100
 }
 
-// instanceSpec turns a schedule's spec into the spec of its instance for
+// InstanceSpec turns a schedule's spec into the spec of its instance for
 // tick: an ordinary job with the schedule labels and two more environment
 // variables, PADDOCK_SCHEDULE and PADDOCK_SCHEDULE_TICK (RFC 3339 in the
 // schedule's zone), unless the spec sets them.
-func instanceSpec(sched jobspec.Spec, tick time.Time) jobspec.Spec {
+func InstanceSpec(sched jobspec.Spec, tick time.Time) jobspec.Spec {
 	s := sched
 	s.Name = jobspec.InstanceName(sched.Name, tick)
 	s.Schedule, s.Timezone, s.Overlap, s.Missed, s.MissedGrace, s.After = "", "", "", "", 0, nil
@@ -146,98 +146,98 @@ func instanceSpec(sched jobspec.Spec, tick time.Time) jobspec.Spec {
 	return s
 }
 
-// tickState is one schedule as the scheduler sees it.
-type tickState struct {
-	spec     jobspec.Spec
-	cron     *jobspec.Cron
-	next     time.Time // first tick not decided yet
-	deferred time.Time // overlap=queue tick waiting; zero = none
-	busy     string    // id of the newest instance when it is queued or running; "" otherwise
+// TickState is one schedule as the scheduler sees it.
+type TickState struct {
+	Spec     jobspec.Spec
+	Cron     *jobspec.Cron
+	Next     time.Time // first tick not decided yet
+	Deferred time.Time // overlap=queue tick waiting; zero = none
+	Busy     string    // id of the newest instance when it is queued or running; "" otherwise
 }
 
-// plannedDecision is a decision before it is stored.
-type plannedDecision struct {
-	tick     time.Time
-	decision string
-	count    int
-	detail   string
-	instance bool // enqueue an instance for tick
+// PlannedDecision is a decision before it is stored.
+type PlannedDecision struct {
+	Tick     time.Time
+	Decision string // one of the Decision* constants
+	Count    int    // ScheduleDecision.Count
+	Detail   string
+	Instance bool // enqueue an instance for Tick
 }
 
 // maxCountedTicks caps how many missed ticks are counted one by one.
 const maxCountedTicks = 10_000
 
-// planTick decides, purely, what one schedule does at now. It returns the
+// PlanTick decides, purely, what one schedule does at now. It returns the
 // decisions in order, the new cursor and the new deferred tick.
-func planTick(st tickState, now time.Time) ([]plannedDecision, time.Time, time.Time) {
-	var out []plannedDecision
-	loc := st.spec.Location()
-	busy := st.busy
-	deferred := st.deferred
+func PlanTick(st TickState, now time.Time) ([]PlannedDecision, time.Time, time.Time) {
+	var out []PlannedDecision
+	loc := st.Spec.Location()
+	busy := st.Busy
+	deferred := st.Deferred
 	if !deferred.IsZero() && busy == "" {
-		out = append(out, plannedDecision{tick: deferred, decision: DecisionFired, count: 1, instance: true,
-			detail: "waited for the previous instance, which has finished"})
+		out = append(out, PlannedDecision{Tick: deferred, Decision: DecisionFired, Count: 1, Instance: true,
+			Detail: "waited for the previous instance, which has finished"})
 		deferred = time.Time{}
 		busy = "the instance just enqueued"
 	}
-	if st.next.After(now) {
-		return out, st.next, deferred
+	if st.Next.After(now) {
+		return out, st.Next, deferred
 	}
-	newest, count, capped := lastTickAtOrBefore(st.cron, loc, st.next, now)
-	next := st.cron.Next(now, loc)
+	newest, count, capped := lastTickAtOrBefore(st.Cron, loc, st.Next, now)
+	next := st.Cron.Next(now, loc)
 	if count > 1 {
 		n := fmt.Sprint(count - 1)
 		if capped {
 			n = "at least " + n
 		}
-		out = append(out, plannedDecision{tick: st.next, decision: DecisionMissed, count: count - 1,
-			detail: fmt.Sprintf("%s tick(s) from %s passed with no worker running; no instance for them", n, st.next.In(loc).Format(time.RFC3339))})
+		out = append(out, PlannedDecision{Tick: st.Next, Decision: DecisionMissed, Count: count - 1,
+			Detail: fmt.Sprintf("%s tick(s) from %s passed with no worker running; no instance for them", n, st.Next.In(loc).Format(time.RFC3339))})
 	}
 	late := now.Sub(newest)
-	grace := st.spec.MissedGrace
+	grace := st.Spec.MissedGrace
 	if grace <= 0 {
 		grace = jobspec.MissedGraceDefault
 	}
-	missed := st.spec.Missed
+	missed := st.Spec.Missed
 	if missed == "" {
 		missed = jobspec.MissedRunOnce
 	}
-	d := plannedDecision{tick: newest, count: 1}
+	d := PlannedDecision{Tick: newest, Count: 1}
 	switch {
 	case late <= ScheduleOnTime && (count == 1 || missed == jobspec.MissedSkip):
-		d.decision, d.detail = DecisionFired, "on time"
+		d.Decision, d.Detail = DecisionFired, "on time"
 	case missed == jobspec.MissedRunOnce && late <= grace:
-		d.decision = DecisionCaughtUp
-		d.detail = fmt.Sprintf("catch-up run for missed ticks, %s late (missed_grace %s)", late.Round(time.Second), grace)
+		d.Decision = DecisionCaughtUp
+		d.Detail = fmt.Sprintf("catch-up run for missed ticks, %s late (missed_grace %s)", late.Round(time.Second), grace)
 	case missed == jobspec.MissedRunOnce:
-		d.decision = DecisionMissed
-		d.detail = fmt.Sprintf("%s late, beyond missed_grace %s: no catch-up run", late.Round(time.Second), grace)
+		d.Decision = DecisionMissed
+		d.Detail = fmt.Sprintf("%s late, beyond missed_grace %s: no catch-up run", late.Round(time.Second), grace)
 	default:
-		d.decision = DecisionMissed
-		d.detail = fmt.Sprintf("%s late and missed = \"skip\": no instance", late.Round(time.Second))
+		d.Decision = DecisionMissed
+		d.Detail = fmt.Sprintf("%s late and missed = \"skip\": no instance", late.Round(time.Second))
 	}
-	if d.decision == DecisionMissed {
+	if d.Decision == DecisionMissed {
 		if count > 1 { // fold into the outage record
-			out[len(out)-1].count = count
-			out[len(out)-1].detail += "; the newest, " + newest.In(loc).Format(time.RFC3339) + ", " + d.detail
+			out[len(out)-1].Count = count
+			out[len(out)-1].Detail += "; the newest, " + newest.In(loc).Format(time.RFC3339) + ", " + d.Detail
 			return out, next, deferred
 		}
 		return append(out, d), next, deferred
 	}
-	overlap := st.spec.Overlap
+	overlap := st.Spec.Overlap
 	if overlap == "" {
 		overlap = jobspec.OverlapSkip
 	}
 	switch {
 	case busy == "" || overlap == jobspec.OverlapAllow:
-		d.instance = true
+		d.Instance = true
 	case overlap == jobspec.OverlapQueue && deferred.IsZero():
 		deferred = newest
-		d.decision, d.detail = DecisionDeferred, "waits for instance "+busy+" to finish ("+d.detail+")"
+		d.Decision, d.Detail = DecisionDeferred, "waits for instance "+busy+" to finish ("+d.Detail+")"
 	case overlap == jobspec.OverlapQueue:
-		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running and a tick already waits for it"
+		d.Decision, d.Detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running and a tick already waits for it"
 	default:
-		d.decision, d.detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running"
+		d.Decision, d.Detail = DecisionSkippedOverlap, "instance "+busy+" still queued or running"
 	}
 	return append(out, d), next, deferred
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/queue"
+	"paddock/queue/sqlite"
 )
 
 func TestScheduleInboxDrop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: -1})

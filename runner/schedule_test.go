@@ -12,12 +12,13 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/queue/storetest"
 )
 
 type scheduleBundle struct {
 	ctx   context.Context
-	st    *queue.SQLiteStore
+	st    *sqlite.Store
 	clock *storetest.Clock
 	w     *Worker
 }
@@ -25,7 +26,7 @@ type scheduleBundle struct {
 func setupSchedule(t *testing.T) *scheduleBundle {
 	t.Helper()
 	b := &scheduleBundle{ctx: context.Background(), clock: storetest.NewClock(time.Date(2026, 3, 8, 6, 59, 30, 0, time.UTC))}
-	st, err := queue.OpenSQLite(b.ctx, filepath.Join(t.TempDir(), "q.db"), queue.SQLiteOptions{Clock: b.clock.Now})
+	st, err := sqlite.Open(b.ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{Clock: b.clock.Now})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	b.st = st

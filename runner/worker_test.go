@@ -15,6 +15,7 @@ import (
 	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 )
 
 // TestWorkerSlotsAndRecords: a draining worker at concurrency 1 frees a
@@ -153,10 +154,10 @@ name = "last-attempt"
 
 // enqueuedStore opens a store in dir and enqueues the job file text src
 // (paths relative to dir); both are closed at the end of the test.
-func enqueuedStore(t *testing.T, dir, src string) *queue.SQLiteStore {
+func enqueuedStore(t *testing.T, dir, src string) *sqlite.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	specs, err := jobspec.Parse("jobs.toml", []byte(src), dir)

@@ -11,6 +11,7 @@ import (
 	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/runner"
 )
 
@@ -112,7 +113,7 @@ func (b *bench) queue(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+		st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
 		if err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func (b *bench) queue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "q.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
 	if err != nil {
 		return err
 	}

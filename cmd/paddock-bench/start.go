@@ -14,6 +14,7 @@ import (
 	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -148,7 +149,7 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 	if err := os.MkdirAll(in.state, 0o700); err != nil {
 		return err
 	}
-	st, err := queue.OpenSQLite(ctx, filepath.Join(in.state, "paddock.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(in.state, "paddock.db"), sqlite.Options{})
 	if err != nil {
 		return err
 	}

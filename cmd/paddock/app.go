@@ -12,6 +12,7 @@ import (
 
 	"paddock/hooks"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -95,9 +96,9 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 
 // openStore opens the state directory's store.
 func (a *app) openStore(ctx context.Context) error {
-	st, err := queue.OpenSQLite(ctx, runner.StateDir{Root: a.stateDir}.Database(), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, runner.StateDir{Root: a.stateDir}.Database(), sqlite.Options{})
 	if err != nil {
-		return err // "queue: open PATH: ..."
+		return err // "sqlite: open PATH: ..."
 	}
 	a.store = st
 	return nil

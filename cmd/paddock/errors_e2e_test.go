@@ -136,7 +136,7 @@ func TestE2EWorkerStoreErrorFirst(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(b.State, databaseFile), 0o700)) // not a database
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, "paddock: queue: open "+filepath.Join(b.State, databaseFile)+": it is a directory; the queue database must be a file")
+	require.Contains(t, errOut, "paddock: sqlite: open "+filepath.Join(b.State, databaseFile)+": it is a directory; the queue database must be a file")
 	var compiled []string
 	_ = filepath.WalkDir(filepath.Join(b.State, "cache", "wazero"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -296,7 +296,7 @@ func TestE2EStateNotWritable(t *testing.T) {
 	}{
 		{"empty state directory on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
 			require.NoError(t, os.MkdirAll(b.State, 0o700))
-			return nil, []string{"ls"}, "paddock: queue: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
+			return nil, []string{"ls"}, "paddock: sqlite: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
 				db + ", " + db + "-wal and " + db + "-shm there\n"
 		}},
 		{"state directory that cannot be created", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
@@ -314,12 +314,12 @@ func TestE2EStateNotWritable(t *testing.T) {
 		{"database on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
 			_, errOut, code := b.Run("ls") // creates the database
 			require.Equal(t, 0, code, errOut)
-			return nil, []string{"ls"}, "paddock: queue: open " + db + ": it is not writable: read-only file system\n"
+			return nil, []string{"ls"}, "paddock: sqlite: open " + db + ": it is not writable: read-only file system\n"
 		}},
 		{"writable database in a directory that is not", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
 			_, errOut, code := b.Run("ls")
 			require.Equal(t, 0, code, errOut)
-			return []string{db}, []string{"ls"}, "paddock: queue: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
+			return []string{db}, []string{"ls"}, "paddock: sqlite: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
 				db + "-wal and " + db + "-shm there\n"
 		}},
 	}

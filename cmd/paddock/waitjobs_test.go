@@ -14,6 +14,7 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/runner"
 )
 
@@ -40,10 +41,10 @@ func (s *listSpy) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.
 // spiedApp returns an app on a new SQLite store in a temporary state
 // directory, the spy between them, and the store itself (closed when t
 // ends).
-func spiedApp(t *testing.T) (*app, *listSpy, *queue.SQLiteStore) {
+func spiedApp(t *testing.T) (*app, *listSpy, *sqlite.Store) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := queue.OpenSQLite(context.Background(), filepath.Join(dir, databaseFile), queue.SQLiteOptions{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, databaseFile), sqlite.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	spy := &listSpy{Store: st}

@@ -1,4 +1,4 @@
-package queue_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 )
 
-func ExampleSQLiteStore() {
+func ExampleStore() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "paddock-example")
 	defer os.RemoveAll(dir)
-	st, err := queue.OpenSQLite(ctx, filepath.Join(dir, "queue.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "queue.db"), sqlite.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package queue_test
+package sqlite_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/sqlite"
 )
 
 // cpuTime is the process's user+system CPU time. Benchmarks report it per
@@ -33,9 +34,9 @@ func batchTOML(n int, prefix string) []byte {
 	return []byte(b.String())
 }
 
-func openBench(b *testing.B) *queue.SQLiteStore {
+func openBench(b *testing.B) *sqlite.Store {
 	b.Helper()
-	st, err := queue.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "q.db"), queue.SQLiteOptions{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package queue
+package sqlite
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/jobspec"
+	"paddock/queue"
 )
 
 // TestQueryPlans guards the indexes the hot paths rely on: no statement
@@ -17,7 +18,7 @@ import (
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), SQLiteOptions{})
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "q.db"), Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	for _, analyze := range []bool{false, true} {
@@ -73,9 +74,9 @@ func TestMigrateFromV2(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
-	st, err := OpenSQLite(ctx, path, SQLiteOptions{})
+	st, err := Open(ctx, path, Options{})
 	require.NoError(t, err)
-	_, err = st.JobEnqueue(ctx, &JobEnqueueParams{Specs: []jobspec.Spec{{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, After: []string{"a"}}}})
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}, After: []string{"a"}}}})
 	require.NoError(t, err)
 	_, err = st.w.ExecContext(ctx, `DROP INDEX jobs_finished2; DROP INDEX jobs_blocked;
 		CREATE INDEX jobs_finished ON jobs(finished_ns) WHERE finished_ns > 0;
@@ -84,7 +85,7 @@ func TestMigrateFromV2(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 
-	st, err = OpenSQLite(ctx, path, SQLiteOptions{})
+	st, err = Open(ctx, path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	var v int
@@ -102,15 +103,15 @@ func TestMigrateFromV2(t *testing.T) {
 	require.Equal(t, []string{"jobs_blocked", "jobs_finished2", "jobs_lease", "jobs_name", "jobs_ready"}, idx)
 	c, err := st.JobCounts(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2, c[StateQueued], "one ready, one blocked by its dependency")
-	jobs, err := st.JobClaim(ctx, &JobClaimParams{WorkerID: "w"})
+	require.Equal(t, 2, c[queue.StateQueued], "one ready, one blocked by its dependency")
+	jobs, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	_, err = st.JobCancel(ctx, "b")
 	require.NoError(t, err)
 	c, err = st.JobCounts(ctx)
 	require.NoError(t, err)
-	require.Equal(t, map[JobState]int{StateQueued: 0, StateRunning: 1, StateSucceeded: 0, StateFailed: 0, StateDenied: 0, StateCanceled: 1}, c)
+	require.Equal(t, map[queue.JobState]int{queue.StateQueued: 0, queue.StateRunning: 1, queue.StateSucceeded: 0, queue.StateFailed: 0, queue.StateDenied: 0, queue.StateCanceled: 1}, c)
 }
 
 // TestPagesWrittenPerOperation counts the WAL frames (pages) that a claim,
@@ -121,7 +122,7 @@ func TestMigrateFromV2(t *testing.T) {
 func TestPagesWrittenPerOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), SQLiteOptions{})
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "q.db"), Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	for i := range 10 {
@@ -129,7 +130,7 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 		for j := range specs {
 			specs[j] = jobspec.Spec{Command: []string{"true"}, Priority: (i*10_000 + j) % 4, Labels: map[string]string{"b": "c"}}
 		}
-		_, err := st.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs})
+		_, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs})
 		require.NoError(t, err)
 	}
 	// frames empties the WAL and returns how many frames it held; the
@@ -147,14 +148,14 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 	const n = 200
 	var ids []string
 	for range n {
-		jobs, err := st.JobClaim(ctx, &JobClaimParams{WorkerID: "w"})
+		jobs, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
 		ids = append(ids, jobs[0].ID)
 	}
 	claim := float64(frames()) / n
 	for _, id := range ids {
-		_, err := st.AttemptFinish(ctx, &AttemptFinishParams{JobID: id, WorkerID: "w", Attempt: Attempt{Outcome: OutcomeSucceeded}})
+		_, err := st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: id, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
 		require.NoError(t, err)
 	}
 	finish := float64(frames()) / n
@@ -162,7 +163,7 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 	for j := range specs {
 		specs[j] = jobspec.Spec{Name: "job-" + strconv.Itoa(j), Command: []string{"/usr/bin/env", "echo", "x"}, Priority: j % 4, Labels: map[string]string{"batch": "b"}}
 	}
-	_, err = st.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs})
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs})
 	require.NoError(t, err)
 	enqueue := frames()
 	t.Logf("pages written: claim %.2f, finish %.2f, 10k-job enqueue %d", claim, finish, enqueue)

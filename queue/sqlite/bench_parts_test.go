@@ -1,4 +1,4 @@
-package queue_test
+package sqlite_test
 
 import (
 	"database/sql"

@@ -1,4 +1,4 @@
-package queue_test
+package sqlite_test
 
 import (
 	"bytes"
@@ -13,17 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/queue"
+	"paddock/queue/sqlite"
 	"paddock/queue/storetest"
 )
 
 func openSQLite(ctx context.Context, loc string, o storetest.Options) (queue.Store, error) {
-	return queue.OpenSQLite(ctx, filepath.Join(loc, "queue.db"), queue.SQLiteOptions{Clock: o.Clock, Rand: o.Rand})
+	return sqlite.Open(ctx, filepath.Join(loc, "queue.db"), sqlite.Options{Clock: o.Clock, Rand: o.Rand})
 }
 
 func TestMain(m *testing.M) {
 	storetest.RunChild(openSQLite)
 	if path := os.Getenv("PADDOCK_TEST_OPEN_DB"); path != "" { // a child of TestSQLiteOpenConcurrently
-		st, err := queue.OpenSQLite(context.Background(), path, queue.SQLiteOptions{})
+		st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 		if err == nil {
 			_, err = st.JobCounts(context.Background())
 			st.Close()
@@ -69,7 +70,7 @@ func TestSQLiteOpenConcurrently(t *testing.T) {
 
 // TestSQLiteOpenSaysWhatIsWrong: what SQLite reports as "unable to open
 // database file (14)" or "file is not a database (26)" is said plainly,
-// with the path, once ("queue: open PATH: ...").
+// with the path, once ("sqlite: open PATH: ...").
 func TestSQLiteOpenSaysWhatIsWrong(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -97,8 +98,8 @@ func TestSQLiteOpenSaysWhatIsWrong(t *testing.T) {
 		{loop, ": stat " + loop + ": too many levels of symbolic links"},
 	}
 	for _, tc := range cases {
-		_, err := queue.OpenSQLite(ctx, tc.path, queue.SQLiteOptions{})
-		require.EqualError(t, err, "queue: open "+tc.path+tc.want)
+		_, err := sqlite.Open(ctx, tc.path, sqlite.Options{})
+		require.EqualError(t, err, "sqlite: open "+tc.path+tc.want)
 	}
 	require.NoFileExists(t, filepath.Join(dir, "nothing.db"))
 }

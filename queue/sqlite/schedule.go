@@ -1,4 +1,4 @@
-package queue
+package sqlite
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"paddock/jobspec"
+	"paddock/queue"
 )
 
 // Schedules in SQLite: one row per schedule, whose next_ns is the
@@ -54,9 +55,9 @@ const scheduleFrom = ` FROM schedules s LEFT JOIN jobs j ON j.id = s.last_job_id
 
 const decisionCols = `schedule, tick_ns, decision, count, job_id, at_ns, worker_id, detail`
 
-func scanSchedule(sc scanner) (Schedule, error) {
+func scanSchedule(sc scanner) (queue.Schedule, error) {
 	var (
-		s                            Schedule
+		s                            queue.Schedule
 		spec, state                  string
 		paused                       int
 		created, updated, next, last int64
@@ -65,7 +66,7 @@ func scanSchedule(sc scanner) (Schedule, error) {
 		return s, err
 	}
 	if err := json.Unmarshal([]byte(spec), &s.Spec); err != nil {
-		return s, fmt.Errorf("queue: schedule %s: corrupt spec: %w", s.Name, err)
+		return s, fmt.Errorf("sqlite: schedule %s: corrupt spec: %w", s.Name, err)
 	}
 	s.Paused = paused != 0
 	s.CreatedAt, s.UpdatedAt, s.LastRun = ts(created), ts(updated), ts(last)
@@ -75,12 +76,12 @@ func scanSchedule(sc scanner) (Schedule, error) {
 	if !s.LastRun.IsZero() {
 		s.LastRun = s.LastRun.In(s.Location())
 	}
-	s.LastJobState = JobState(state)
+	s.LastJobState = queue.JobState(state)
 	return s, nil
 }
 
-func scanDecision(sc scanner) (ScheduleDecision, error) {
-	var d ScheduleDecision
+func scanDecision(sc scanner) (queue.ScheduleDecision, error) {
+	var d queue.ScheduleDecision
 	var tick, at int64
 	if err := sc.Scan(&d.Schedule, &tick, &d.Decision, &d.Count, &d.JobID, &at, &d.WorkerID, &d.Detail); err != nil {
 		return d, err
@@ -89,30 +90,30 @@ func scanDecision(sc scanner) (ScheduleDecision, error) {
 	return d, nil
 }
 
-func getSchedule(ctx context.Context, q querier, name string) (Schedule, error) {
+func getSchedule(ctx context.Context, q querier, name string) (queue.Schedule, error) {
 	s, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleCols+scheduleFrom+` WHERE s.name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return s, fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
+		return s, fmt.Errorf("%w: %q", queue.ErrScheduleNotFound, name)
 	}
 	if err != nil {
-		return s, fmt.Errorf("queue: schedule %s: %w", name, err)
+		return s, fmt.Errorf("sqlite: schedule %s: %w", name, err)
 	}
 	d, err := scanDecision(q.QueryRowContext(ctx, `SELECT `+decisionCols+` FROM schedule_decisions WHERE schedule = ? ORDER BY at_ns DESC, tick_ns DESC LIMIT 1`, name))
 	switch {
 	case err == nil:
 		s.LastDecision = &d
 	case !errors.Is(err, sql.ErrNoRows):
-		return s, fmt.Errorf("queue: schedule %s: %w", name, err)
+		return s, fmt.Errorf("sqlite: schedule %s: %w", name, err)
 	}
 	return s, nil
 }
 
 // ScheduleUpsert implements Store.
-func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParams) ([]Schedule, error) {
+func (s *Store) ScheduleUpsert(ctx context.Context, p *queue.ScheduleUpsertParams) ([]queue.Schedule, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	var out []Schedule
+	var out []queue.Schedule
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = s.scheduleUpsertTx(ctx, tx, p, s.now())
@@ -122,13 +123,13 @@ func (s *SQLiteStore) ScheduleUpsert(ctx context.Context, p *ScheduleUpsertParam
 }
 
 // scheduleUpsertTx stores validated scheduled specs in tx.
-func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *ScheduleUpsertParams, now int64) ([]Schedule, error) {
+func (s *Store) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *queue.ScheduleUpsertParams, now int64) ([]queue.Schedule, error) {
 	res, err := tx.ExecContext(ctx, `INSERT INTO sources (path, text, jobs) VALUES (?, ?, ?)`, p.SourcePath, p.Source, len(p.Specs))
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule upsert: %w", err)
+		return nil, fmt.Errorf("sqlite: schedule upsert: %w", err)
 	}
 	srcID, _ := res.LastInsertId()
-	out := make([]Schedule, 0, len(p.Specs))
+	out := make([]queue.Schedule, 0, len(p.Specs))
 	for _, sp := range p.Specs {
 		c, err := jobspec.ParseCron(sp.Schedule)
 		if err != nil { // validated before; kept for Go callers' safety
@@ -137,7 +138,7 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 		sp.Schedule = c.String()
 		specJSON, err := json.Marshal(&sp)
 		if err != nil {
-			return nil, fmt.Errorf("queue: encode spec: %w", err)
+			return nil, fmt.Errorf("sqlite: encode spec: %w", err)
 		}
 		next := c.Next(ts(now), sp.Location()).UnixNano()
 		var oldExpr, oldTZ string
@@ -164,7 +165,7 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("queue: schedule upsert %s: %w", sp.Name, err)
+			return nil, fmt.Errorf("sqlite: schedule upsert %s: %w", sp.Name, err)
 		}
 		sc, err := getSchedule(ctx, tx, sp.Name)
 		if err != nil {
@@ -179,9 +180,9 @@ func (s *SQLiteStore) scheduleUpsertTx(ctx context.Context, tx *sql.Tx, p *Sched
 // will not run.
 func dropDeferred(ctx context.Context, tx *sql.Tx, name, why string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE schedule_decisions SET decision = ?, detail = ? WHERE schedule = ? AND decision = ?`,
-		DecisionSkippedOverlap, why, name, DecisionDeferred)
+		queue.DecisionSkippedOverlap, why, name, queue.DecisionDeferred)
 	if err != nil {
-		return fmt.Errorf("queue: schedule %s: %w", name, err)
+		return fmt.Errorf("sqlite: schedule %s: %w", name, err)
 	}
 	return nil
 }
@@ -196,29 +197,29 @@ func releaseSource(ctx context.Context, tx *sql.Tx, id int64) error {
 }
 
 // ScheduleGet implements Store.
-func (s *SQLiteStore) ScheduleGet(ctx context.Context, name string) (Schedule, error) {
+func (s *Store) ScheduleGet(ctx context.Context, name string) (queue.Schedule, error) {
 	if s.closed.Load() {
-		return Schedule{}, ErrClosed
+		return queue.Schedule{}, queue.ErrClosed
 	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return Schedule{}, fmt.Errorf("queue: schedule get: %w", err)
+		return queue.Schedule{}, fmt.Errorf("sqlite: schedule get: %w", err)
 	}
 	defer tx.Rollback()
 	return getSchedule(ctx, tx, name)
 }
 
 // ScheduleList implements Store.
-func (s *SQLiteStore) ScheduleList(ctx context.Context, p *ScheduleListParams) ([]Schedule, error) {
+func (s *Store) ScheduleList(ctx context.Context, p *queue.ScheduleListParams) ([]queue.Schedule, error) {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, queue.ErrClosed
 	}
 	if p == nil {
-		p = &ScheduleListParams{}
+		p = &queue.ScheduleListParams{}
 	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule list: %w", err)
+		return nil, fmt.Errorf("sqlite: schedule list: %w", err)
 	}
 	defer tx.Rollback()
 	q := `SELECT name FROM schedules`
@@ -229,19 +230,19 @@ func (s *SQLiteStore) ScheduleList(ctx context.Context, p *ScheduleListParams) (
 	}
 	rows, err := tx.QueryContext(ctx, q+` ORDER BY name`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule list: %w", err)
+		return nil, fmt.Errorf("sqlite: schedule list: %w", err)
 	}
 	var names []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("queue: schedule list: %w", err)
+			return nil, fmt.Errorf("sqlite: schedule list: %w", err)
 		}
 		names = append(names, n)
 	}
 	rows.Close()
-	out := make([]Schedule, 0, len(names))
+	out := make([]queue.Schedule, 0, len(names))
 	for _, n := range names {
 		sc, err := getSchedule(ctx, tx, n)
 		if err != nil {
@@ -252,8 +253,8 @@ func (s *SQLiteStore) ScheduleList(ctx context.Context, p *ScheduleListParams) (
 	return out, nil
 }
 
-func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause bool) (Schedule, error) {
-	var out Schedule
+func (s *Store) schedulePaused(ctx context.Context, name string, pause bool) (queue.Schedule, error) {
+	var out queue.Schedule
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		cur, err := getSchedule(ctx, tx, name)
 		if err != nil {
@@ -265,13 +266,13 @@ func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause boo
 			if !pause {
 				c, err := jobspec.ParseCron(cur.Spec.Schedule)
 				if err != nil {
-					return fmt.Errorf("queue: schedule %s: %w", name, err)
+					return fmt.Errorf("sqlite: schedule %s: %w", name, err)
 				}
 				next := c.Next(ts(now), cur.Location()).UnixNano()
 				q, args = `UPDATE schedules SET paused = 0, next_ns = ?, updated_ns = ? WHERE name = ?`, []any{next, now, name}
 			}
 			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				return fmt.Errorf("queue: schedule %s: %w", name, err)
+				return fmt.Errorf("sqlite: schedule %s: %w", name, err)
 			}
 			if err := dropDeferred(ctx, tx, name, "dropped: the schedule was paused while this tick waited"); err != nil {
 				return err
@@ -285,22 +286,22 @@ func (s *SQLiteStore) schedulePaused(ctx context.Context, name string, pause boo
 
 // SchedulePause implements Store. A tick waiting for a running instance
 // (overlap = "queue") is dropped.
-func (s *SQLiteStore) SchedulePause(ctx context.Context, name string) (Schedule, error) {
+func (s *Store) SchedulePause(ctx context.Context, name string) (queue.Schedule, error) {
 	return s.schedulePaused(ctx, name, true)
 }
 
 // ScheduleResume implements Store.
-func (s *SQLiteStore) ScheduleResume(ctx context.Context, name string) (Schedule, error) {
+func (s *Store) ScheduleResume(ctx context.Context, name string) (queue.Schedule, error) {
 	return s.schedulePaused(ctx, name, false)
 }
 
 // ScheduleDelete implements Store.
-func (s *SQLiteStore) ScheduleDelete(ctx context.Context, name string) error {
+func (s *Store) ScheduleDelete(ctx context.Context, name string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var src int64
 		err := tx.QueryRowContext(ctx, `DELETE FROM schedules WHERE name = ? RETURNING source_id`, name).Scan(&src)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
+			return fmt.Errorf("%w: %q", queue.ErrScheduleNotFound, name)
 		}
 		if err == nil {
 			err = releaseSource(ctx, tx, src)
@@ -309,19 +310,19 @@ func (s *SQLiteStore) ScheduleDelete(ctx context.Context, name string) error {
 			_, err = tx.ExecContext(ctx, `DELETE FROM schedule_decisions WHERE schedule = ?`, name)
 		}
 		if err != nil {
-			return fmt.Errorf("queue: schedule delete %s: %w", name, err)
+			return fmt.Errorf("sqlite: schedule delete %s: %w", name, err)
 		}
 		return nil
 	})
 }
 
 // ScheduleDecisionList implements Store.
-func (s *SQLiteStore) ScheduleDecisionList(ctx context.Context, p *ScheduleDecisionListParams) ([]ScheduleDecision, error) {
+func (s *Store) ScheduleDecisionList(ctx context.Context, p *queue.ScheduleDecisionListParams) ([]queue.ScheduleDecision, error) {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, queue.ErrClosed
 	}
 	if p == nil {
-		p = &ScheduleDecisionListParams{}
+		p = &queue.ScheduleDecisionListParams{}
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -335,14 +336,14 @@ func (s *SQLiteStore) ScheduleDecisionList(ctx context.Context, p *ScheduleDecis
 	}
 	rows, err := s.r.QueryContext(ctx, q+` ORDER BY at_ns DESC, tick_ns DESC LIMIT `+strconv.Itoa(limit), args...)
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule decisions: %w", err)
+		return nil, fmt.Errorf("sqlite: schedule decisions: %w", err)
 	}
 	defer rows.Close()
-	var out []ScheduleDecision
+	var out []queue.ScheduleDecision
 	for rows.Next() {
 		d, err := scanDecision(rows)
 		if err != nil {
-			return nil, fmt.Errorf("queue: schedule decisions: %w", err)
+			return nil, fmt.Errorf("sqlite: schedule decisions: %w", err)
 		}
 		out = append(out, d)
 	}
@@ -350,29 +351,29 @@ func (s *SQLiteStore) ScheduleDecisionList(ctx context.Context, p *ScheduleDecis
 }
 
 func pruneScheduleDecisions(ctx context.Context, tx *sql.Tx, cutoff int64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM schedule_decisions WHERE at_ns <= ? AND decision != ?`, cutoff, DecisionDeferred); err != nil {
-		return fmt.Errorf("queue: prune: %w", err)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM schedule_decisions WHERE at_ns <= ? AND decision != ?`, cutoff, queue.DecisionDeferred); err != nil {
+		return fmt.Errorf("sqlite: prune: %w", err)
 	}
 	return nil
 }
 
 // ScheduleTick implements Store.
-func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (ScheduleTickResult, error) {
-	var res ScheduleTickResult
+func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (queue.ScheduleTickResult, error) {
+	var res queue.ScheduleTickResult
 	if p == nil || p.WorkerID == "" {
-		return res, errors.New("queue: schedule tick: WorkerID is required")
+		return res, errors.New("sqlite: schedule tick: WorkerID is required")
 	}
 	// Most calls find nothing due: answer them from a reader, without the
 	// write lock.
 	if s.closed.Load() {
-		return res, ErrClosed
+		return res, queue.ErrClosed
 	}
 	var minNext sql.NullInt64
 	var deferred int
 	err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(next_ns) FROM schedules WHERE paused = 0),
 		(SELECT count(*) FROM schedules WHERE paused = 0 AND deferred_ns > 0)`).Scan(&minNext, &deferred)
 	if err != nil {
-		return res, fmt.Errorf("queue: schedule tick: %w", err)
+		return res, fmt.Errorf("sqlite: schedule tick: %w", err)
 	}
 	if !minNext.Valid {
 		return res, nil
@@ -382,7 +383,7 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 		return res, nil
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res = ScheduleTickResult{}
+		res = queue.ScheduleTickResult{}
 		now := s.now()
 		type row struct {
 			name, spec, lastJob, srcPath string
@@ -391,42 +392,42 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 		rows, err := tx.QueryContext(ctx, `SELECT name, spec, last_job_id, source_path, source_id, next_ns, deferred_ns FROM schedules
 			WHERE paused = 0 AND (next_ns <= ? OR deferred_ns > 0) ORDER BY next_ns, name`, now)
 		if err != nil {
-			return fmt.Errorf("queue: schedule tick: %w", err)
+			return fmt.Errorf("sqlite: schedule tick: %w", err)
 		}
 		var due []row
 		for rows.Next() {
 			var r row
 			if err := rows.Scan(&r.name, &r.spec, &r.lastJob, &r.srcPath, &r.srcID, &r.next, &r.deferred); err != nil {
 				rows.Close()
-				return fmt.Errorf("queue: schedule tick: %w", err)
+				return fmt.Errorf("sqlite: schedule tick: %w", err)
 			}
 			due = append(due, r)
 		}
 		rows.Close()
 		for _, r := range due {
-			st := tickState{next: ts(r.next), deferred: ts(r.deferred)}
-			if err := json.Unmarshal([]byte(r.spec), &st.spec); err != nil {
-				return fmt.Errorf("queue: schedule %s: corrupt spec: %w", r.name, err)
+			st := queue.TickState{Next: ts(r.next), Deferred: ts(r.deferred)}
+			if err := json.Unmarshal([]byte(r.spec), &st.Spec); err != nil {
+				return fmt.Errorf("sqlite: schedule %s: corrupt spec: %w", r.name, err)
 			}
-			if st.cron, err = jobspec.ParseCron(st.spec.Schedule); err != nil {
-				return fmt.Errorf("queue: schedule %s: %w", r.name, err)
+			if st.Cron, err = jobspec.ParseCron(st.Spec.Schedule); err != nil {
+				return fmt.Errorf("sqlite: schedule %s: %w", r.name, err)
 			}
 			if r.lastJob != "" {
 				var state string
 				err := tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, r.lastJob).Scan(&state)
 				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("queue: schedule tick: %w", err)
+					return fmt.Errorf("sqlite: schedule tick: %w", err)
 				}
-				if state == string(StateQueued) || state == string(StateRunning) {
-					st.busy = r.lastJob
+				if state == string(queue.StateQueued) || state == string(queue.StateRunning) {
+					st.Busy = r.lastJob
 				}
 			}
-			plan, next, deferred := planTick(st, ts(now))
+			plan, next, deferred := queue.PlanTick(st, ts(now))
 			lastTick, lastJob := int64(0), ""
 			for _, d := range plan {
-				rec := ScheduleDecision{Schedule: r.name, Tick: d.tick, Decision: d.decision, Count: d.count, At: ts(now), WorkerID: p.WorkerID, Detail: d.detail}
-				if d.instance {
-					rec.JobID = NewID(ts(now))
+				rec := queue.ScheduleDecision{Schedule: r.name, Tick: d.Tick, Decision: d.Decision, Count: d.Count, At: ts(now), WorkerID: p.WorkerID, Detail: d.Detail}
+				if d.Instance {
+					rec.JobID = queue.NewID(ts(now))
 				}
 				// The primary key (schedule, tick_ns) decides each tick once;
 				// only a waiting (deferred) tick may be decided again.
@@ -436,18 +437,18 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 					WHERE schedule_decisions.decision = 'deferred'`,
 					rec.Schedule, nsOf(rec.Tick), rec.Decision, rec.Count, rec.JobID, now, rec.WorkerID, rec.Detail)
 				if err != nil {
-					return fmt.Errorf("queue: schedule tick: %w", err)
+					return fmt.Errorf("sqlite: schedule tick: %w", err)
 				}
 				if n, _ := res2.RowsAffected(); n == 0 {
 					continue // decided before
 				}
-				if d.instance {
-					j, err := s.insertInstance(ctx, tx, st.spec, d.tick, rec.JobID, r.srcID, r.srcPath, now)
+				if d.Instance {
+					j, err := s.insertInstance(ctx, tx, st.Spec, d.Tick, rec.JobID, r.srcID, r.srcPath, now)
 					if err != nil {
 						return err
 					}
 					res.Jobs = append(res.Jobs, j)
-					lastTick, lastJob = nsOf(d.tick), j.ID
+					lastTick, lastJob = nsOf(d.Tick), j.ID
 				}
 				res.Decisions = append(res.Decisions, rec)
 			}
@@ -457,12 +458,12 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 				args = append(args, lastTick, lastJob)
 			}
 			if _, err := tx.ExecContext(ctx, q+` WHERE name = ?`, append(args, r.name)...); err != nil {
-				return fmt.Errorf("queue: schedule tick: %w", err)
+				return fmt.Errorf("sqlite: schedule tick: %w", err)
 			}
 		}
 		var minNext sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT min(next_ns) FROM schedules WHERE paused = 0`).Scan(&minNext); err != nil {
-			return fmt.Errorf("queue: schedule tick: %w", err)
+			return fmt.Errorf("sqlite: schedule tick: %w", err)
 		}
 		if minNext.Valid {
 			res.NextDue = ts(minNext.Int64)
@@ -474,24 +475,24 @@ func (s *SQLiteStore) ScheduleTick(ctx context.Context, p *ScheduleTickParams) (
 
 // insertInstance enqueues the instance of a schedule for tick, sharing the
 // schedule's source row.
-func (s *SQLiteStore) insertInstance(ctx context.Context, tx *sql.Tx, sched jobspec.Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (Job, error) {
-	sp := instanceSpec(sched, tick)
+func (s *Store) insertInstance(ctx context.Context, tx *sql.Tx, sched jobspec.Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (queue.Job, error) {
+	sp := queue.InstanceSpec(sched, tick)
 	sp.Line = 0
 	specJSON, err := json.Marshal(&sp)
 	if err != nil {
-		return Job{}, fmt.Errorf("queue: encode spec: %w", err)
+		return queue.Job{}, fmt.Errorf("sqlite: encode spec: %w", err)
 	}
 	var rid int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rid), 0) + 1 FROM jobs`).Scan(&rid); err != nil {
-		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE sources SET jobs = jobs + 1 WHERE id = ?`, srcID); err != nil {
-		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
 	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "")
 	if err != nil {
-		return Job{}, fmt.Errorf("queue: schedule instance: %w", err)
+		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
-	return Job{ID: id, Name: sp.Name, State: StateQueued, Spec: sp, SourcePath: srcPath, MaxAttempts: sp.Retries + 1,
+	return queue.Job{ID: id, Name: sp.Name, State: queue.StateQueued, Spec: sp, SourcePath: srcPath, MaxAttempts: sp.Retries + 1,
 		CreatedAt: ts(now), UpdatedAt: ts(now)}, nil
 }
