@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"paddock/inbox"
 	"paddock/queue"
 )
 
@@ -40,7 +41,7 @@ type WorkerOptions struct {
 	Store    queue.Store
 	Executor *Executor
 	// Inbox, when not nil, is scanned whenever the worker wakes.
-	Inbox *queue.Inbox
+	Inbox *inbox.Inbox
 	// ID names the worker in leases and events. Defaults to host:pid.
 	ID string
 	// Concurrency is how many jobs run at once: at most this many jobs

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
+	"paddock/inbox"
 	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
@@ -222,9 +223,9 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		events = nil
 	}
 	defer events.Close()
-	inbox, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store, Check: a.cfg.CheckHookNames})
+	in, err := inbox.New(inbox.Options{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store, Check: a.cfg.CheckHookNames})
 	if err != nil {
-		return fmt.Errorf("inbox: %w", err)
+		return err
 	}
 
 	w := runner.NewWorker(runner.WorkerOptions{
@@ -233,7 +234,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 			Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
 			ProbeCache: probeCachePath(a.stateDir), Fence: a.fence(),
 		},
-		Inbox:       inbox,
+		Inbox:       in,
 		Concurrency: opts.Concurrency,
 		Drain:       opts.Drain,
 		Logger:      log,

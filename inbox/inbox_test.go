@@ -1,4 +1,4 @@
-package queue_test
+package inbox_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/inbox"
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/sqlite"
@@ -23,7 +24,7 @@ func TestInbox(t *testing.T) {
 		ctx   context.Context
 		dir   string
 		st    *sqlite.Store
-		in    *queue.Inbox
+		in    *inbox.Inbox
 		clock *storetest.Clock
 	}
 	setup := func(t *testing.T) *testBundle {
@@ -33,7 +34,7 @@ func TestInbox(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		b.st = st
-		b.in, err = queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(b.dir, "inbox"), Store: st, Settle: 2 * time.Second, Clock: b.clock.Now})
+		b.in, err = inbox.New(inbox.Options{Dir: filepath.Join(b.dir, "inbox"), Store: st, Settle: 2 * time.Second, Clock: b.clock.Now})
 		require.NoError(t, err)
 		return b
 	}
@@ -128,7 +129,7 @@ func TestInbox(t *testing.T) {
 			require.Equal(t, filepath.Join(inbox, "rejected", r.File), r.Path)
 			msg, err := os.ReadFile(r.Path + ".error")
 			require.NoError(t, err)
-			require.Equal(t, "queue: "+r.File+" "+kind+"; the inbox reads only regular files, and moves anything else here unread\n", string(msg))
+			require.Equal(t, "inbox: "+r.File+" "+kind+"; the inbox reads only regular files, and moves anything else here unread\n", string(msg))
 			_, err = os.Lstat(filepath.Join(inbox, r.File))
 			require.ErrorIs(t, err, os.ErrNotExist, "moved out of the inbox")
 		}
@@ -220,7 +221,7 @@ func TestInboxCheck(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	var checked []string
-	in, err := queue.NewInbox(queue.InboxOptions{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: time.Second, Clock: clock.Now,
+	in, err := inbox.New(inbox.Options{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: time.Second, Clock: clock.Now,
 		Check: func(file string, _ []byte, specs []jobspec.Spec) error {
 			checked = append(checked, file)
 			if len(specs[0].Hooks) > 0 {
@@ -254,4 +255,23 @@ func TestInboxCheck(t *testing.T) {
 	counts, err := st.JobCounts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts[queue.StateQueued], "only the accepted file's job")
+}
+func TestScheduleInboxDrop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	in, err := inbox.New(inbox.Options{Dir: filepath.Join(dir, "inbox"), Store: st, Settle: -1})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "inbox", "s.toml"), []byte("name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\n"), 0o600))
+	res, err := in.Scan(ctx)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.NoError(t, res[0].Err)
+	require.Empty(t, res[0].Jobs, "a schedule is not a job")
+	s, err := st.ScheduleGet(ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, res[0].Path, s.SourcePath)
 }

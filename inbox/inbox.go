@@ -1,4 +1,4 @@
-package queue
+package inbox
 
 import (
 	"context"
@@ -17,27 +17,28 @@ import (
 
 	"paddock/internal/filekind"
 	"paddock/jobspec"
+	"paddock/queue"
 )
 
 // Inbox defaults and limits.
 const (
-	// InboxSettleDefault is how long a file's size and modification time
+	// SettleDefault is how long a file's size and modification time
 	// must stay unchanged before the inbox takes it.
-	InboxSettleDefault = time.Second
-	// InboxMaxBytes is the largest job file the inbox reads; larger files
+	SettleDefault = time.Second
+	// MaxBytes is the largest job file the inbox reads; larger files
 	// are rejected.
-	InboxMaxBytes = jobspec.MaxFileBytes
+	MaxBytes = jobspec.MaxFileBytes
 )
 
-// InboxOptions configure NewInbox.
-type InboxOptions struct {
+// Options configure New.
+type Options struct {
 	// Dir is the inbox directory, for example <state>/inbox. Required. It
 	// and its accepted/ and rejected/ subdirectories are created.
 	Dir string
 	// Store receives the jobs. Required.
-	Store Store
+	Store queue.Store
 	// Settle is how long, by Clock, a file's size and modification time
-	// must stay the same before it is read. 0 means InboxSettleDefault; a
+	// must stay the same before it is read. 0 means SettleDefault; a
 	// negative value takes files at first sight.
 	Settle time.Duration
 	// Clock defaults to time.Now.
@@ -50,12 +51,12 @@ type InboxOptions struct {
 	Check func(file string, source []byte, specs []jobspec.Spec) error
 }
 
-// InboxResult says what happened to one file.
-type InboxResult struct {
-	File string // the name it was dropped under
-	Path string // where it is now: under accepted/ or rejected/
-	Jobs []Job  // the jobs enqueued; nil when rejected
-	Err  error  // why it was rejected (also written to Path + ".error"); nil when accepted
+// Result says what happened to one file.
+type Result struct {
+	File string      // the name it was dropped under
+	Path string      // where it is now: under accepted/ or rejected/
+	Jobs []queue.Job // the jobs enqueued; nil when rejected
+	Err  error       // why it was rejected (also written to Path + ".error"); nil when accepted
 }
 
 // Inbox turns job files dropped into a directory into queued jobs.
@@ -91,7 +92,7 @@ type InboxResult struct {
 // another scanner holds it.
 type Inbox struct {
 	dir, accepted, rejected, processing string
-	store                               Store
+	store                               queue.Store
 	settle                              time.Duration
 	clock                               func() time.Time
 	check                               func(string, []byte, []jobspec.Spec) error
@@ -106,20 +107,20 @@ type seenFile struct {
 	since time.Time // by the clock: when this size and mtime were first seen
 }
 
-// NewInbox prepares the inbox directories.
-func NewInbox(o InboxOptions) (*Inbox, error) {
+// New prepares the inbox directories.
+func New(o Options) (*Inbox, error) {
 	if o.Dir == "" || o.Store == nil {
-		return nil, errors.New("queue: inbox: Dir and Store are required")
+		return nil, errors.New("inbox: Dir and Store are required")
 	}
 	if o.Settle == 0 {
-		o.Settle = InboxSettleDefault
+		o.Settle = SettleDefault
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("queue: inbox: %w", err)
+		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	in := &Inbox{
 		dir: dir, accepted: filepath.Join(dir, "accepted"), rejected: filepath.Join(dir, "rejected"),
@@ -128,7 +129,7 @@ func NewInbox(o InboxOptions) (*Inbox, error) {
 	}
 	for _, d := range []string{in.dir, in.accepted, in.rejected, in.processing} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("queue: inbox: %w", err)
+			return nil, fmt.Errorf("inbox: %w", err)
 		}
 	}
 	return in, nil
@@ -140,27 +141,27 @@ func (in *Inbox) Dir() string { return in.dir }
 // Scan takes every settled job file, in name order. It returns an error
 // only when the inbox itself cannot be read or the store fails; a bad job
 // file is a result with Err set, not an error.
-func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
+func (in *Inbox) Scan(ctx context.Context) ([]Result, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	lock, err := os.OpenFile(filepath.Join(in.dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("queue: inbox: %w", err)
+		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, nil // another process is scanning
 		}
-		return nil, fmt.Errorf("queue: inbox: lock: %w", err)
+		return nil, fmt.Errorf("inbox: lock: %w", err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 
-	var out []InboxResult
+	var out []Result
 	// Files a crash left half-way.
 	left, err := os.ReadDir(in.processing)
 	if err != nil {
-		return nil, fmt.Errorf("queue: inbox: %w", err)
+		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	for _, e := range left {
 		r, err := in.recover(ctx, e.Name())
@@ -172,7 +173,7 @@ func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
 
 	entries, err := os.ReadDir(in.dir)
 	if err != nil {
-		return out, fmt.Errorf("queue: inbox: %w", err)
+		return out, fmt.Errorf("inbox: %w", err)
 	}
 	now := in.clock()
 	present := map[string]bool{}
@@ -217,7 +218,7 @@ func (in *Inbox) Scan(ctx context.Context) ([]InboxResult, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // taken by someone else
 			}
-			return out, fmt.Errorf("queue: inbox: %w", err)
+			return out, fmt.Errorf("inbox: %w", err)
 		}
 		r, err := in.take(ctx, name, final)
 		if err != nil {
@@ -258,9 +259,9 @@ func exists(p string) bool {
 }
 
 // take enqueues the file now in processing/final.
-func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, error) {
+func (in *Inbox) take(ctx context.Context, name, final string) (Result, error) {
 	proc := filepath.Join(in.processing, final)
-	res := InboxResult{File: name}
+	res := Result{File: name}
 	data, err := readCapped(proc, name)
 	var specs []jobspec.Spec
 	if err == nil {
@@ -270,8 +271,8 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 		err = in.check(name, data, specs)
 	}
 	if err == nil {
-		var jobs []Job
-		jobs, err = in.store.JobEnqueue(ctx, &JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: filepath.Join(in.accepted, final)})
+		var jobs []queue.Job
+		jobs, err = in.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: filepath.Join(in.accepted, final)})
 		if err == nil {
 			res.Jobs = jobs
 		} else if verr := (*jobspec.ValidationError)(nil); errors.As(err, &verr) {
@@ -283,51 +284,51 @@ func (in *Inbox) take(ctx context.Context, name, final string) (InboxResult, err
 			if rerr := os.Rename(proc, filepath.Join(in.dir, name)); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
-			return res, fmt.Errorf("queue: inbox: %s: %w", name, err)
+			return res, fmt.Errorf("inbox: %s: %w", name, err)
 		}
 	}
 	if err == nil {
 		res.Path = filepath.Join(in.accepted, final)
 		if err := os.Rename(proc, res.Path); err != nil {
-			return res, fmt.Errorf("queue: inbox: %w", err)
+			return res, fmt.Errorf("inbox: %w", err)
 		}
 		return res, nil
 	}
 	res.Err = err
 	res.Path = filepath.Join(in.rejected, final)
 	if werr := os.WriteFile(res.Path+".error", []byte(errorText(err)), 0o644); werr != nil {
-		return res, fmt.Errorf("queue: inbox: %w", werr)
+		return res, fmt.Errorf("inbox: %w", werr)
 	}
 	if rerr := os.Rename(proc, res.Path); rerr != nil {
-		return res, fmt.Errorf("queue: inbox: %w", rerr)
+		return res, fmt.Errorf("inbox: %w", rerr)
 	}
 	return res, nil
 }
 
 // recover finishes a file a crash left in processing/.
-func (in *Inbox) recover(ctx context.Context, final string) (InboxResult, error) {
+func (in *Inbox) recover(ctx context.Context, final string) (Result, error) {
 	acc := filepath.Join(in.accepted, final)
-	jobs, err := in.store.JobList(ctx, &JobListParams{SourcePath: acc})
+	jobs, err := in.store.JobList(ctx, &queue.JobListParams{SourcePath: acc})
 	if err != nil {
-		return InboxResult{}, fmt.Errorf("queue: inbox: %w", err)
+		return Result{}, fmt.Errorf("inbox: %w", err)
 	}
 	if len(jobs) > 0 {
 		if err := os.Rename(filepath.Join(in.processing, final), acc); err != nil {
-			return InboxResult{}, fmt.Errorf("queue: inbox: %w", err)
+			return Result{}, fmt.Errorf("inbox: %w", err)
 		}
-		return InboxResult{File: final, Path: acc, Jobs: jobs}, nil
+		return Result{File: final, Path: acc, Jobs: jobs}, nil
 	}
 	return in.take(ctx, final, final)
 }
 
-// readCapped reads the regular file at path, of at most InboxMaxBytes;
+// readCapped reads the regular file at path, of at most MaxBytes;
 // name is the file's name in the inbox, for messages. Anything else is
 // refused unread: its type comes from Lstat (a symlink is not followed),
 // and the open (O_NOFOLLOW, O_NONBLOCK: a FIFO cannot block it) is checked
 // again, for an entry swapped in between.
 func readCapped(path, name string) ([]byte, error) {
 	notRegular := func(m fs.FileMode) error {
-		return fmt.Errorf("queue: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, filekind.Of(m))
+		return fmt.Errorf("inbox: %s is %s; the inbox reads only regular files, and moves anything else here unread", name, filekind.Of(m))
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -347,12 +348,12 @@ func readCapped(path, name string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, notRegular(fi.Mode())
 	}
-	if fi.Size() > InboxMaxBytes {
-		return nil, fmt.Errorf("queue: file is %d bytes; the inbox takes at most %d", fi.Size(), InboxMaxBytes)
+	if fi.Size() > MaxBytes {
+		return nil, fmt.Errorf("inbox: file is %d bytes; the inbox takes at most %d", fi.Size(), MaxBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, InboxMaxBytes+1))
-	if err == nil && len(data) > InboxMaxBytes {
-		err = fmt.Errorf("queue: file grew past %d bytes; the inbox takes at most %d", InboxMaxBytes, InboxMaxBytes)
+	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	if err == nil && len(data) > MaxBytes {
+		err = fmt.Errorf("inbox: file grew past %d bytes; the inbox takes at most %d", MaxBytes, MaxBytes)
 	}
 	return data, err
 }
