@@ -272,8 +272,19 @@ func parseAdjustment(data []byte) (*Adjustment, error) {
 	return a, nil
 }
 
+// Modes returns the sandbox modes a job may have and a hook may set,
+// narrowest first. The sandbox package owns them; hooks imports nothing
+// of paddock's, so it spells them here (a test checks that they agree).
+func Modes() []string { return []string{"read_only", "workspace_write", "danger_full_access"} }
+
 // modeRank orders sandbox modes from narrowest to widest.
-var modeRank = map[string]int{"read_only": 0, "workspace_write": 1, "danger_full_access": 2}
+var modeRank = func() map[string]int {
+	m := map[string]int{}
+	for i, mode := range Modes() {
+		m[mode] = i
+	}
+	return m
+}()
 
 // ApplyAdjustment returns job with a's present fields replacing its own, and
 // the wire names of the fields a carried, in wire order. job is not modified.
@@ -336,7 +347,7 @@ func ApplyAdjustment(job Job, a *Adjustment, mayWiden bool) (Job, []string, erro
 	if a.Mode != nil {
 		r, ok := modeRank[*a.Mode]
 		if !ok {
-			return bad("adjusted mode %q is not one of read_only, workspace_write, danger_full_access", *a.Mode)
+			return bad("adjusted mode %q is not one of %s", *a.Mode, strings.Join(Modes(), ", "))
 		}
 		if !mayWiden && r > modeRank[job.Mode] {
 			cur := job.Mode
