@@ -457,7 +457,6 @@ func (w *Worker) heartbeat(hard context.Context, log *slog.Logger, done chan<- s
 	every := w.o.Executor.Config.Lease.Duration / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
-	canceled := map[string]bool{}
 	for {
 		select {
 		case <-hard.Done():
@@ -481,17 +480,25 @@ func (w *Worker) heartbeat(hard context.Context, log *slog.Logger, done chan<- s
 			continue
 		}
 		for _, id := range cancelIDs {
-			if canceled[id] {
-				continue
-			}
 			w.mu.Lock()
-			if c, ok := w.inflight[id]; ok {
-				canceled[id] = true
+			// The channel belongs to this attempt (a retry gets a new
+			// one): closed once, whatever later heartbeats say.
+			if c, ok := w.inflight[id]; ok && !isClosed(c) {
 				close(c)
 				log.Info("cancel requested; stopping job", "job", id)
 			}
 			w.mu.Unlock()
 		}
+	}
+}
+
+// isClosed reports whether c is closed. Only its owner closes it.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -176,3 +176,48 @@ func emptyChain(t *testing.T) *hooks.Chain {
 	t.Cleanup(func() { chain.Close(context.Background()) })
 	return chain
 }
+
+// TestWorkerCancelAfterRetry: a job canceled, retried and canceled again
+// on the same worker is stopped the second time too. The worker once
+// remembered canceled job ids for its whole life, and a retry keeps the
+// id: the second cancel was ignored and the job ran to its end.
+func TestWorkerCancelAfterRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := enqueuedStore(t, dir, "name = \"long\"\nmode = \"danger_full_access\"\ncommand = [\"sleep\", \"30\"]\n")
+	cfg := Config{}.WithDefaults()
+	cfg.Lease.Duration = 300 * time.Millisecond // a heartbeat every 100 ms
+	cfg.KillGrace.Duration = 100 * time.Millisecond
+	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: emptyChain(t)}, Concurrency: 1, ID: "w1"})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := w.Run(runCtx); done <- err }()
+	t.Cleanup(func() {
+		stop()
+		w.Abort()
+		<-done
+	})
+	waitState := func(want queue.JobState, attempts int) queue.Job {
+		t.Helper()
+		var j queue.Job
+		require.Eventually(t, func() bool {
+			var err error
+			j, err = st.JobGet(ctx, "long")
+			require.NoError(t, err)
+			return j.State == want && j.AttemptCount == attempts
+		}, 10*time.Second, 10*time.Millisecond, "job never %s at attempt %d", want, attempts)
+		return j
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		waitState(queue.StateRunning, attempt)
+		_, err := st.JobCancel(ctx, "long")
+		require.NoError(t, err)
+		j := waitState(queue.StateCanceled, attempt)
+		require.Equal(t, queue.OutcomeCanceled, j.Attempts[attempt-1].Outcome, "attempt %d", attempt)
+		if attempt == 1 {
+			_, err = st.JobRetry(ctx, "long")
+			require.NoError(t, err)
+		}
+	}
+}
