@@ -45,14 +45,20 @@ bwrap:
 	echo "make: installing bubblewrap"; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }; \
-	command -v bwrap >/dev/null && bwrap --version
+	if command -v bwrap >/dev/null 2>&1; then bwrap --version; else echo "make: bubblewrap did not install; install it by hand (apt-get install bubblewrap)" >&2; fi
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
+# test runs the suite with a TMPDIR of its own and fails when a test left
+# anything in it: every test cleans up after itself.
 test: bwrap hooks vet
-	$(GO) test -count=1 -timeout 9m ./...
+	@tmp=$$(mktemp -d /tmp/paddock-test.XXXXXX) && \
+	TMPDIR=$$tmp $(GO) test -count=1 -timeout 9m ./...; status=$$?; \
+	left=$$(ls -A $$tmp); rm -rf $$tmp; \
+	if [ -n "$$left" ]; then echo "make: the tests left files in TMPDIR: $$left" >&2; exit 1; fi; \
+	exit $$status
 	@$(MAKE) --no-print-directory test-unprivileged
 
 # test-unprivileged runs the escape suites again as an unprivileged user

@@ -1,4 +1,5 @@
-// Package layout has no code: its tests check the module's shape (which
-// package may import which, and that names spelled in several packages
-// agree). RATIONALE.md, "Layout", gives the rules and why.
+// Package layout has no code: its tests check the module's shape and its
+// build (which package may import which, that names spelled in several
+// packages agree, that `make bwrap` never fails a build by itself).
+// RATIONALE.md, "Layout", gives the rules and why.
 package layout
