@@ -24,6 +24,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	e2etest.Cleanup()
+	if denylistPath != "" { // cmd_hook_test.go
+		_ = os.RemoveAll(filepath.Dir(denylistPath))
+	}
 	os.Exit(code)
 }
 
