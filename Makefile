@@ -51,10 +51,11 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# test runs the suite with a TMPDIR of its own and fails when a test left
-# anything in it: every test cleans up after itself.
+# test runs the suite with a TMPDIR of its own (mode 1777, as /tmp: some
+# tests run as nobody) and fails when a test left anything in it: every
+# test cleans up after itself.
 test: bwrap hooks vet
-	@tmp=$$(mktemp -d /tmp/paddock-test.XXXXXX) && \
+	@tmp=$$(mktemp -d /tmp/paddock-test.XXXXXX) && chmod 1777 $$tmp && \
 	TMPDIR=$$tmp $(GO) test -count=1 -timeout 9m ./...; status=$$?; \
 	left=$$(ls -A $$tmp); rm -rf $$tmp; \
 	if [ -n "$$left" ]; then echo "make: the tests left files in TMPDIR: $$left" >&2; exit 1; fi; \
