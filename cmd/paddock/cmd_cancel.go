@@ -15,7 +15,9 @@ func newCancelCommand(gopts *GlobalOptions) *cobra.Command {
 		Long: `Cancel jobs. A queued job becomes canceled and never starts. A running
 job is flagged; its worker sees the flag at its next heartbeat (lease/3,
 10 s by default) and stops the job's whole process tree (SIGTERM, then
-SIGKILL after kill_grace). Canceling a final job is an error.`,
+SIGKILL after kill_grace). Canceling a job that is canceled already does
+nothing (exit 0); canceling one that succeeded, failed or was denied is an
+error (exit 1), as is a name or id that names no job (exit 2).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCancel(cmd.Context(), cmd, gopts, args)

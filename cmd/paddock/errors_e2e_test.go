@@ -401,3 +401,34 @@ func TestE2ESubmitInterruptedWhileReading(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "queued", b.Show("p1").State)
 }
+
+// cancel's exit statuses are those its help gives: a canceled job again
+// is fine (0), a job that failed cannot be canceled (1), a ref that names
+// nothing is bad input (2).
+func TestE2ECancelExitCodes(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	queued := b.Submit(b.WriteJob("queued.toml", "name = \"queued\"\ncommand = \"true\"\n"))[0]
+	_, errOut, code := b.Run("run", b.WriteJob("fails.toml", "name = \"fails\"\nmode = \"danger_full_access\"\ncommand = \"exit 3\"\n"))
+	require.Equal(t, 3, code, errOut)
+	help, _, code := b.Run("cancel", "--help")
+	require.Equal(t, 0, code)
+	for _, tt := range []struct {
+		ref  string
+		code int
+		err  string
+		help string
+	}{
+		{queued, 0, "", ""},
+		{queued, 0, "", "canceled already does\nnothing (exit 0)"},
+		{"fails", 1, "paddock: cancel fails: queue: wrong state: cannot cancel job", "succeeded, failed or was denied is an\nerror (exit 1)"},
+		{"nothing", 2, `paddock: cancel nothing: queue: job not found: no job with id or name "nothing"`, "names no job (exit 2)"},
+	} {
+		_, errOut, code := b.Run("cancel", tt.ref)
+		require.Equal(t, tt.code, code, "cancel %s: %s", tt.ref, errOut)
+		if tt.err != "" {
+			require.Contains(t, errOut, tt.err)
+		}
+		require.Contains(t, help, tt.help, "cancel --help gives exit %d", tt.code)
+	}
+}
