@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +60,7 @@ type jobView struct {
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
 	SourcePath      string        `json:"source_path,omitempty"`
 	Spec            specView      `json:"spec"`
+	AttemptCount    int           `json:"attempt_count"`
 	Attempts        []attemptView `json:"attempts"`
 }
 
@@ -82,7 +87,7 @@ func specViewOf(s jobspec.Spec) specView {
 func viewOf(j queue.Job) jobView {
 	v := jobView{MessageType: "job", ID: j.ID, Name: j.Name, State: string(j.State), Reason: j.Reason,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, CancelRequested: j.CancelRequested,
-		SourcePath: j.SourcePath, Spec: specViewOf(j.Spec), Attempts: []attemptView{}}
+		SourcePath: j.SourcePath, Spec: specViewOf(j.Spec), AttemptCount: j.AttemptCount, Attempts: []attemptView{}}
 	if !j.NotBefore.IsZero() && j.State == queue.StateQueued {
 		nb := j.NotBefore
 		v.NotBefore = &nb
@@ -155,6 +160,51 @@ func printTrailEntry(w io.Writer, t trailEntry) {
 	fmt.Fprintln(w)
 }
 
+// printSpec prints the keys of a spec that are set (command and mode
+// always), one a line, in the job file's words.
+func printSpec(w io.Writer, s jobspec.Spec) {
+	line := func(key, value string) { fmt.Fprintf(w, "%-9s %s\n", key, value) }
+	pairs := func(m map[string]string) string {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			kv = append(kv, shellQuote(k+"="+m[k]))
+		}
+		return strings.Join(kv, " ")
+	}
+	line("command", shellJoin(s.Command))
+	line("mode", cmp.Or(s.Mode, "(config default)"))
+	for _, f := range []struct {
+		key, value string
+	}{
+		{"cwd", s.Cwd},
+		{"workspace", s.Workspace},
+		{"writable", shellJoin(s.Writable)},
+		{"env", pairs(s.Env)},
+		{"labels", pairs(s.Labels)},
+		{"hooks", strings.Join(s.Hooks, ", ")},
+		{"after", strings.Join(s.After, ", ")},
+	} {
+		if f.value != "" {
+			line(f.key, f.value)
+		}
+	}
+	if s.Network != nil {
+		line("network", strconv.FormatBool(*s.Network))
+	}
+	if s.Timeout > 0 {
+		line("timeout", s.Timeout.String())
+	}
+	if s.Retries > 0 {
+		line("retries", strconv.Itoa(s.Retries))
+	}
+	if s.Backoff > 0 {
+		line("backoff", s.Backoff.String())
+	}
+	if s.Priority != 0 {
+		line("priority", strconv.Itoa(s.Priority))
+	}
+}
+
 func printShow(w io.Writer, v jobView) {
 	fmt.Fprintf(w, "job       %s  %s\n", v.ID, v.Name)
 	fmt.Fprintf(w, "state     %s\n", v.State)
@@ -171,12 +221,7 @@ func printShow(w io.Writer, v jobView) {
 	if v.SourcePath != "" {
 		fmt.Fprintf(w, "file      %s\n", v.SourcePath)
 	}
-	fmt.Fprintf(w, "command   %s\n", shellJoin(v.Spec.Command))
-	mode := v.Spec.Mode
-	if mode == "" {
-		mode = "(config default)"
-	}
-	fmt.Fprintf(w, "mode      %s\n", mode)
+	printSpec(w, v.Spec.Spec)
 	for _, at := range v.Attempts {
 		fmt.Fprintf(w, "\nattempt %d  %s", at.Number, at.Outcome)
 		if at.ExitCode != nil {

@@ -440,3 +440,58 @@ func TestE2EShowJSONDurations(t *testing.T) {
 	}
 	require.Equal(t, []any{"/bin/true"}, v.Spec["command"])
 }
+
+// Text show prints every key the job set, not only its command and mode;
+// under one message_type ("job"), ls and show agree on every key they
+// share: attempt_count is a number in both, attempts a list (show only).
+func TestE2EShowPrintsTheSpec(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	ws := t.TempDir()
+	job := b.WriteJob("job.toml", fmt.Sprintf(`[[job]]
+name = "first"
+command = "true"
+
+[[job]]
+name = "full"
+command = ["make", "test"]
+workspace = %q
+cwd = "sub"
+mode = "workspace_write"
+network = false
+env = { GOFLAGS = "-mod=readonly", A = "1" }
+labels = { team = "infra" }
+timeout = "90s"
+retries = 2
+backoff = "3s"
+priority = 5
+after = ["first"]
+`, ws))
+	b.Submit(job)
+	out, errOut, code := b.Run("show", "full")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{
+		"command   make test\n", "mode      workspace_write\n", "cwd       " + filepath.Join(filepath.Dir(job), "sub") + "\n",
+		"workspace " + ws + "\n", "env       A=1 GOFLAGS=-mod=readonly\n", "labels    team=infra\n", "after     first\n",
+		"network   false\n", "timeout   1m30s\n", "retries   2\n", "backoff   3s\n", "priority  5\n",
+	} {
+		require.Contains(t, out, want)
+	}
+	shown, _, code := b.Run("--json", "show", "full")
+	require.Equal(t, 0, code)
+	listed, _, code := b.Run("--json", "ls", "--name", "full")
+	require.Equal(t, 0, code)
+	var s, l map[string]any
+	require.NoError(t, json.Unmarshal([]byte(shown), &s))
+	require.NoError(t, json.Unmarshal([]byte(listed), &l))
+	require.Equal(t, "job", s["message_type"])
+	require.Equal(t, "job", l["message_type"])
+	for k, v := range l {
+		if sv, ok := s[k]; ok {
+			require.IsType(t, v, sv, "key %q has one type under message_type job", k)
+		}
+	}
+	require.Equal(t, float64(0), l["attempt_count"])
+	require.Equal(t, float64(0), s["attempt_count"])
+	require.IsType(t, []any{}, s["attempts"])
+}

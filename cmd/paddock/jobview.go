@@ -16,11 +16,12 @@ import (
 
 // jobRow is the summary of a job that ls, wait and submit --wait print.
 type jobRow struct {
-	MessageType     string  `json:"message_type"`
-	ID              string  `json:"id"`
-	Name            string  `json:"name"`
-	State           string  `json:"state"`
-	Attempts        int     `json:"attempts"`
+	MessageType  string `json:"message_type"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	AttemptCount int    `json:"attempt_count"` // show's attempts is the list of them
+
 	ExitCode        *int    `json:"exit_code"`
 	Signal          string  `json:"signal,omitempty"`
 	Outcome         string  `json:"outcome,omitempty"`
@@ -30,7 +31,7 @@ type jobRow struct {
 
 // rowOf summarises j from its last attempt.
 func rowOf(j queue.Job, messageType string) jobRow {
-	r := jobRow{MessageType: messageType, ID: j.ID, Name: j.Name, State: string(j.State), Attempts: len(j.Attempts), Reason: j.Reason}
+	r := jobRow{MessageType: messageType, ID: j.ID, Name: j.Name, State: string(j.State), AttemptCount: j.AttemptCount, Reason: j.Reason}
 	if n := len(j.Attempts); n > 0 {
 		last := j.Attempts[n-1]
 		r.ExitCode, r.Signal, r.Outcome = last.ExitCode, last.Signal, last.Outcome
@@ -72,10 +73,10 @@ func printJobTable(w io.Writer, jobs []queue.Job) {
 	for _, j := range jobs {
 		r := rowOf(j, "")
 		dur := "-"
-		if r.Attempts > 0 {
+		if r.AttemptCount > 0 {
 			dur = fmt.Sprintf("%.2fs", r.DurationSeconds)
 		}
-		rows = append(rows, []string{r.ID, r.Name, r.State, r.exitText(), dur, fmt.Sprint(r.Attempts), oneLine(r.Reason, 80)})
+		rows = append(rows, []string{r.ID, r.Name, r.State, r.exitText(), dur, fmt.Sprint(r.AttemptCount), oneLine(r.Reason, 80)})
 	}
 	printTable(w, rows)
 }

@@ -218,11 +218,12 @@ type Attempt struct {
 
 // Job is a job as `paddock --json show` prints it.
 type Job struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	State    string    `json:"state"`
-	Reason   string    `json:"reason"`
-	Attempts []Attempt `json:"attempts"`
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	State        string    `json:"state"`
+	Reason       string    `json:"reason"`
+	AttemptCount int       `json:"attempt_count"`
+	Attempts     []Attempt `json:"attempts"`
 }
 
 // Show returns `paddock --json show ref`.
@@ -237,12 +238,12 @@ func (b *Bundle) Show(ref string) Job {
 
 // Listed is a job as `paddock --json ls` prints it.
 type Listed struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Attempts int    `json:"attempts"`
-	Outcome  string `json:"outcome"`
-	Reason   string `json:"reason"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	AttemptCount int    `json:"attempt_count"`
+	Outcome      string `json:"outcome"`
+	Reason       string `json:"reason"`
 }
 
 // List returns every job (`paddock --json ls --limit 0`), newest first.
