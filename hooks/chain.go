@@ -131,8 +131,6 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 		cfg, err := hc.withDefaults()
 		if err == nil && names[cfg.Name] {
 			err = fmt.Errorf("%w: hook %q: name: used twice", ErrConfig, cfg.Name)
-		} else if err != nil {
-			err = fmt.Errorf("hooks[%d]: %w", i, err)
 		}
 		if err != nil {
 			errs[i] = err

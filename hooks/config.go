@@ -92,6 +92,21 @@ type Config struct {
 	Optional bool
 }
 
+// Check does what [NewChain] does with c short of compiling its module:
+// it checks the fields (an error wrapping [ErrConfig]), reads the module
+// file ([ErrLoad]) and compares its digest with SHA256
+// ([ErrSHA256Mismatch]). For commands that take the config without
+// running hooks (paddock submit), so that a config the worker will refuse
+// is refused there too. It reads the file once; safe for concurrent use.
+func (c Config) Check() error {
+	cfg, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	_, _, err = readModule(cfg)
+	return err
+}
+
 // withDefaults returns a copy of c with defaults filled in, or an error
 // wrapping ErrConfig that names the hook and the field.
 func (c Config) withDefaults() (Config, error) {

@@ -80,18 +80,28 @@ func (h *hook) prewarm(ctx context.Context) {
 
 // loadHook reads, checks, compiles and classifies the module of cfg (which
 // has its defaults filled in).
+// readModule reads cfg's module file and returns it with its hex SHA-256,
+// checked against cfg.SHA256 when that is set.
+func readModule(cfg Config) (wasm []byte, digest string, err error) {
+	wasm, err = os.ReadFile(cfg.Path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: hook %q: %w", ErrLoad, cfg.Name, err)
+	}
+	sum := sha256.Sum256(wasm)
+	digest = hex.EncodeToString(sum[:])
+	if cfg.SHA256 != "" && cfg.SHA256 != digest {
+		return nil, "", fmt.Errorf("%w: hook %q (%s): file has %s, config expects %s", ErrSHA256Mismatch, cfg.Name, cfg.Path, digest, cfg.SHA256)
+	}
+	return wasm, digest, nil
+}
+
 func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, maxIdle int) (_ *hook, err error) {
 	loadErr := func(format string, args ...any) error {
 		return fmt.Errorf("%w: hook %q (%s): %s", ErrLoad, cfg.Name, cfg.Path, fmt.Sprintf(format, args...))
 	}
-	wasm, err := os.ReadFile(cfg.Path)
+	wasm, digest, err := readModule(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: hook %q: %w", ErrLoad, cfg.Name, err)
-	}
-	sum := sha256.Sum256(wasm)
-	digest := hex.EncodeToString(sum[:])
-	if cfg.SHA256 != "" && cfg.SHA256 != digest {
-		return nil, fmt.Errorf("%w: hook %q (%s): file has %s, config expects %s", ErrSHA256Mismatch, cfg.Name, cfg.Path, digest, cfg.SHA256)
+		return nil, err
 	}
 	settings := json.RawMessage("{}")
 	if cfg.Settings != nil {

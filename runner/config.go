@@ -88,6 +88,45 @@ type Config struct {
 	// Path is the file the config was read from, or the default path that
 	// was looked at and is missing ("" when none). Not a key.
 	Path string `toml:"-"`
+
+	// hookLines[i] is the line of Hooks[i]'s [[hook]] header in the file
+	// at Path; absent when unknown.
+	hookLines []int
+}
+
+// hookAt names Hooks[i] for a message: "PATH:LINE" when the config came
+// from a file, "PATH" when the line is unknown, "" otherwise.
+func (c Config) hookAt(i int) string {
+	switch {
+	case c.Path == "":
+		return ""
+	case i < len(c.hookLines) && c.hookLines[i] > 0:
+		return c.Path + ":" + strconv.Itoa(c.hookLines[i])
+	}
+	return c.Path
+}
+
+// CheckHooks checks every [[hook]] as a worker would load it, short of
+// compiling its module: its fields, its module file, and the file's
+// digest against sha256 ([hooks.Config.Check]). Each error is prefixed
+// with the config file and the line of the hook's [[hook]] table. It
+// reads every module once; commands that run no hook (paddock submit)
+// call it so that a config a worker would refuse is refused there too.
+func (c Config) CheckHooks() error {
+	var problems []string
+	for i, h := range c.HookConfigs() {
+		if err := h.Check(); err != nil {
+			at := c.hookAt(i)
+			if at != "" {
+				at += ": "
+			}
+			problems = append(problems, at+err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
+	}
+	return nil
 }
 
 // HookConfig is one [[hook]] table. Relative paths resolve against the
@@ -236,6 +275,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		}
 	}
 	c.Path = path
+	c.hookLines = tableLines(data, "hook")
 	dir := filepath.Dir(path)
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
 		c.StateDir = filepath.Join(dir, c.StateDir)
@@ -247,13 +287,18 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	}
 	c = c.WithDefaults()
 	for _, p := range c.validate() {
-		// Problems of top-level keys start with the key: give its line.
-		key, _, _ := strings.Cut(p, ":")
-		if l := keyLine(data, []string{key}); l > 0 && !strings.HasPrefix(key, "hook") {
-			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, l, p))
+		// Problems of top-level keys start with the key: give its line;
+		// those of a [[hook]] table, the table's.
+		if p.hook >= 0 {
+			problems = append(problems, c.hookAt(p.hook)+": "+p.msg)
 			continue
 		}
-		problems = append(problems, path+": "+p)
+		key, _, _ := strings.Cut(p.msg, ":")
+		if l := keyLine(data, []string{key}); l > 0 {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, l, p.msg))
+			continue
+		}
+		problems = append(problems, path+": "+p.msg)
 	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
@@ -307,42 +352,53 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// problem is one thing wrong with a config: msg starts with the key at
+// fault; hook is the index of the [[hook]] table it is in, or -1.
+type problem struct {
+	hook int
+	msg  string
+}
+
 // validate lists every problem of a defaulted config, each naming its key.
-func (c Config) validate() []string {
-	var ps []string
+func (c Config) validate() []problem {
+	var ps []problem
+	top := func(format string, args ...any) { ps = append(ps, problem{-1, fmt.Sprintf(format, args...)}) }
 	if c.Concurrency < 0 {
-		ps = append(ps, fmt.Sprintf("concurrency: must be at least 1, got %d", c.Concurrency))
+		top("concurrency: must be at least 1, got %d", c.Concurrency)
 	}
 	if _, err := sandbox.ParseMode(c.DefaultMode); err != nil {
-		ps = append(ps, fmt.Sprintf("default_mode: %v", err))
+		top("default_mode: %v", err)
 	}
 	if c.LogMaxBytes < 4096 {
-		ps = append(ps, fmt.Sprintf("log_max_bytes: must be at least 4096, got %d", c.LogMaxBytes))
+		top("log_max_bytes: must be at least 4096, got %d", c.LogMaxBytes)
 	}
 	if c.Lease.Duration < time.Second {
-		ps = append(ps, fmt.Sprintf("lease: must be at least 1s, got %s", c.Lease.Duration))
+		top("lease: must be at least 1s, got %s", c.Lease.Duration)
 	}
 	seen := map[string]bool{}
 	for i, h := range c.Hooks {
-		where := fmt.Sprintf("hook[%d]", i)
+		where := fmt.Sprintf("hook %d", i+1)
 		if h.Name != "" {
 			where = fmt.Sprintf("hook %q", h.Name)
 		}
+		bad := func(format string, args ...any) {
+			ps = append(ps, problem{i, where + ": " + fmt.Sprintf(format, args...)})
+		}
 		switch {
 		case h.Name == "":
-			ps = append(ps, where+": name: required")
+			bad("name: required")
 		case seen[h.Name]:
-			ps = append(ps, where+": name: used by an earlier hook")
+			bad("name: used by an earlier hook")
 		}
 		seen[h.Name] = true
 		if h.Path == "" {
-			ps = append(ps, where+": path: required")
+			bad("path: required")
 		}
 		if h.Mode != "enforce" && h.Mode != "monitor" {
-			ps = append(ps, fmt.Sprintf("%s: mode: want \"enforce\" or \"monitor\", got %q", where, h.Mode))
+			bad("mode: want \"enforce\" or \"monitor\", got %q", h.Mode)
 		}
 		if h.OnError != "deny" && h.OnError != "allow" {
-			ps = append(ps, fmt.Sprintf("%s: on_error: want \"deny\" or \"allow\", got %q", where, h.OnError))
+			bad("on_error: want \"deny\" or \"allow\", got %q", h.OnError)
 		}
 	}
 	return ps
@@ -465,6 +521,21 @@ func friendlyTypeError(msg string) string {
 		return msg
 	}
 	return "expected " + want + ", got a TOML " + m[1]
+}
+
+// tableLines returns the line (1-based) of each [[name]] header of data,
+// in order.
+func tableLines(data []byte, name string) []int {
+	var out []int
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if h, ok := strings.CutPrefix(t, "[["); ok {
+			if h, _, ok := strings.Cut(h, "]]"); ok && strings.TrimSpace(h) == name {
+				out = append(out, i+1)
+			}
+		}
+	}
+	return out
 }
 
 // keyLine finds the line (1-based) that defines the last part of key k, for

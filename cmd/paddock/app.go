@@ -138,7 +138,14 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.stateDir, why)
 	}
 	if err != nil {
-		return nil, &usageError{fmt.Errorf("hook chain: %w", err)}
+		// The same check without compiling says which [[hook]], by line.
+		if cerr := a.cfg.CheckHooks(); cerr != nil {
+			return nil, &usageError{cerr}
+		}
+		if a.cfg.Path != "" {
+			err = fmt.Errorf("%s: %w", a.cfg.Path, err)
+		}
+		return nil, &usageError{err}
 	}
 	return ch, nil
 }

@@ -61,9 +61,13 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// The fence a worker would build; without a usable config,
-			// the one of the defaults (binary, bwrap, default state).
+			// The fence a worker would build; without a usable default
+			// config, the one of the defaults (binary, bwrap, default
+			// state). A config given with --config must load.
 			cfg, stateDir, err := loadConfig(cmd, gopts)
+			if err != nil && cmd.Flags().Changed("config") {
+				return err
+			}
 			if err != nil {
 				cfg, stateDir = runner.Config{}, ""
 			}

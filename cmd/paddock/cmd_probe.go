@@ -42,7 +42,13 @@ one, nothing is cached.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// probe always runs bwrap; it refreshes the cache of a state
 			// directory that exists, and creates none.
-			if _, stateDir, err := loadConfig(cmd, gopts); err == nil {
+			// A config given with --config must load; the default one
+			// need not.
+			_, stateDir, err := loadConfig(cmd, gopts)
+			if err != nil && cmd.Flags().Changed("config") {
+				return err
+			}
+			if err == nil {
 				if fi, err := os.Stat(stateDir); err == nil && fi.IsDir() {
 					opts.CachePath = probeCachePath(stateDir)
 				}

@@ -236,6 +236,12 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	if err := checkHookNames(a.cfg, files); err != nil {
 		return notEnqueued(err)
 	}
+	// A config its workers would refuse (a module missing, a digest
+	// that does not match) is refused here too, before anything waits
+	// for them.
+	if err := a.cfg.CheckHooks(); err != nil {
+		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
+	}
 	// Every file in one transaction: all of them are enqueued, or none.
 	batches := make([]*queue.JobEnqueueParams, len(files))
 	for i, f := range files {

@@ -432,3 +432,43 @@ func TestE2ECancelExitCodes(t *testing.T) {
 		require.Contains(t, help, tt.help, "cancel --help gives exit %d", tt.code)
 	}
 }
+
+// A config that a worker refuses (a hook module missing, a digest that
+// does not match, a bad [[hook]] field) is refused by submit too, saying
+// the config file and the [[hook]] table's line; and probe and confine
+// refuse a --config that does not exist, as every other command does.
+func TestE2EConfigRefusedEverywhere(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	module := filepath.Join(b.Dir, "some.wasm")
+	require.NoError(t, os.WriteFile(module, []byte("\x00asm\x01\x00\x00\x00"), 0o600))
+	job := b.WriteJob("job.toml", "command = \"true\"\n")
+	zeros := strings.Repeat("0", 64)
+	for _, tt := range []struct {
+		name, hook, want string
+	}{
+		{"missing module", `path = "` + filepath.Join(b.Dir, "nowhere.wasm") + `"`, "no such file or directory"},
+		{"digest", `path = "` + module + `"` + "\nsha256 = \"" + zeros + `"`, "config expects " + zeros},
+		{"malformed digest", `path = "` + module + `"` + "\nsha256 = \"abc\"", `sha256: "abc" is not 64 hex digits`},
+		{"field", `path = "` + module + `"` + "\nmode = \"enforc\"", `hook "h": mode: want "enforce" or "monitor", got "enforc"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(b.Config, []byte(e2etest.DefaultConfig+"\n[[hook]]\nname = \"h\"\n"+tt.hook+"\n"), 0o600))
+			at := b.Config + ":5: "
+			for _, args := range [][]string{{"submit", job}, {"check", job}} {
+				_, errOut, code := b.Run(args...)
+				require.Equal(t, 2, code, "%s: %s", args[0], errOut)
+				require.Contains(t, errOut, at, "%s names the [[hook]] table", args[0])
+				require.Contains(t, errOut, tt.want, args[0])
+			}
+		})
+	}
+	c := *b
+	c.T = t
+	c.Config = filepath.Join(b.Dir, "missing.toml")
+	for _, args := range [][]string{{"probe"}, {"confine", "--", "true"}, {"ls"}} {
+		_, errOut, code := c.Run(args...)
+		require.Equal(t, 2, code, "%s with a --config that does not exist: %s", args[0], errOut)
+		require.Contains(t, errOut, "missing.toml: no such file or directory")
+	}
+}
