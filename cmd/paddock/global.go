@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -129,7 +131,9 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		Short:         "Run TOML-defined jobs from a durable queue, vetted by WebAssembly hooks, inside a bubblewrap write fence",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       readVersion().String(), // --version
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	gopts.AddFlags(root)
 	root.AddCommand(
 		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).
@@ -147,9 +151,26 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newConfineCommand(gopts),
 		newHookCommand(gopts),
 		newSchedulesCommand(gopts),
+		newVersionCommand(gopts),
 	)
 	markUsageErrors(root)
 	return root
+}
+
+// argsError is the usage error for a command given the wrong number of
+// arguments, in the words of its usage line: "paddock cancel takes
+// ID|NAME..., got none" rather than cobra's "requires at least 1 arg(s),
+// only received 0".
+func argsError(cmd *cobra.Command, a []string) error {
+	want := strings.TrimSpace(strings.TrimPrefix(cmd.Use, cmd.Name()))
+	if want == "" {
+		want = "no arguments"
+	}
+	got := "none"
+	if len(a) > 0 {
+		got = fmt.Sprintf("%d: %s", len(a), shellJoin(a))
+	}
+	return usagef("%s takes %s, got %s (see %s --help)", cmd.CommandPath(), want, got, cmd.CommandPath())
 }
 
 // markUsageErrors makes cobra's own errors (an unknown flag or a flag that
@@ -162,7 +183,7 @@ func markUsageErrors(c *cobra.Command) {
 		args := c.Args
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {
-				return &usageError{err}
+				return argsError(cmd, a)
 			}
 			return nil
 		}

@@ -73,3 +73,21 @@ func TestWorkerProcs(t *testing.T) {
 		require.Equal(t, 1, got)
 	}
 }
+
+// A wrong number of arguments is said in the words of the usage line,
+// not cobra's ("requires at least 1 arg(s), only received 0").
+func TestArgsErrorWords(t *testing.T) {
+	t.Setenv("PADDOCK_STATE_DIR", t.TempDir())
+	for want, args := range map[string][]string{
+		"paddock cancel takes ID|NAME..., got none (see paddock cancel --help)": {"cancel"},
+		"paddock ls takes no arguments, got 1: foo (see paddock ls --help)":     {"ls", "foo"},
+		"paddock show takes ID|NAME, got 2: a 'b c' (see paddock show --help)":  {"show", "a", "b c"},
+	} {
+		root := newRootCommand(&GlobalOptions{})
+		root.SetArgs(args)
+		err := root.Execute()
+		var ue *usageError
+		require.ErrorAs(t, err, &ue)
+		require.Equal(t, want, err.Error())
+	}
+}
