@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -260,15 +261,30 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	// jobs through paddock costs beside them.
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	log.Info("worker stopped", "finished", sum.Finished, "not_succeeded", len(sum.Failed),
+	log.Info("worker stopped", "finished", finishedText(sum.Finished), "not_succeeded", len(sum.Failed),
 		"cpu_user_s", time.Duration(ru.Utime.Nano()).Seconds(), "cpu_system_s", time.Duration(ru.Stime.Nano()).Seconds())
 	if opts.Drain && len(sum.Failed) > 0 {
-		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %v", len(sum.Failed), sum.Failed)}
+		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %s", len(sum.Failed), strings.Join(sum.Failed, ", "))}
 	}
 	if opts.Drain && ctx.Err() != nil {
 		return drainLeft(ctx, a.store)
 	}
 	return nil
+}
+
+// finishedText says how many jobs ended in each final state, in
+// lifecycle order: "succeeded=22 failed=1"; "none" when there were none.
+func finishedText(finished map[queue.JobState]int) string {
+	var parts []string
+	for _, st := range queue.JobStates() {
+		if n := finished[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", st, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 // jobsPerProc is how many job slots one processor of the worker's own

@@ -371,3 +371,17 @@ func TestE2EDrainTakesInbox(t *testing.T) {
 	_, err := os.Stat(filepath.Join(inbox, "accepted", "good.toml"))
 	require.NoError(t, err)
 }
+
+// The worker's last lines speak paddock, not Go: its counts by state and
+// the ids of the jobs that did not succeed, without map[...] or [...].
+func TestE2EWorkerSummaryWords(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	ids := b.Submit(b.WriteJob("jobs.toml", "[defaults]\nmode = \"danger_full_access\"\n[[job]]\nname = \"ok\"\ncommand = \"true\"\n[[job]]\nname = \"bad\"\ncommand = \"false\"\n"))
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, `finished="succeeded=1 failed=1"`)
+	require.Contains(t, errOut, "paddock: 1 job(s) did not succeed: "+ids[1]+"\n")
+	require.NotContains(t, errOut, "map[")
+	require.NotContains(t, errOut, "["+ids[1])
+}

@@ -1,5 +1,6 @@
 // Package layout has no code: its tests check the module's shape and its
 // build (which package may import which, that names spelled in several
-// packages agree, that `make bwrap` never fails a build by itself).
+// packages agree, that `make bwrap` never fails a build by itself, that
+// the documented hook build lines work).
 // RATIONALE.md, "Layout", gives the rules and why.
 package layout
