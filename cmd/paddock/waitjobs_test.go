@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,32 +114,4 @@ func TestResolveRefs(t *testing.T) {
 	got, err = resolveRefs(ctx, a, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
-}
-
-// A wait follows the event log across a rotation: an event about its job
-// appended to the new file wakes it (it does not stay on the old file,
-// which gets no more lines, until its poll).
-func TestEventWatchFollowsRotation(t *testing.T) {
-	path := filepath.Join(t.TempDir(), eventsFile)
-	const limit = 4096
-	// The log is nearly full before the wait starts.
-	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte("{\"job_id\":\"old\"}\n"), (limit-200)/17), 0o600))
-	ew := watchEvents(path)
-	defer ew.close()
-	ew.setWant([]string{"mine"})
-	ew.setGap(0)
-
-	log, err := runner.OpenEventLog(path, limit)
-	require.NoError(t, err)
-	defer log.Close()
-	require.NoError(t, log.Append(runner.Event{Type: "started", JobID: "other", Reason: strings.Repeat("x", 300)}))
-	_, err = os.Stat(path + ".1")
-	require.NoError(t, err, "the log was rotated")
-	time.Sleep(otherJobsPause + 50*time.Millisecond) // the wait has read the old file's last line
-	require.NoError(t, log.Append(runner.Event{Type: "finished", JobID: "mine"}))
-	select {
-	case <-ew.c:
-	case <-time.After(3 * time.Second):
-		t.Fatal("an event about the wait's job in the rotated-to file did not wake it")
-	}
 }
