@@ -80,12 +80,12 @@ type Worker struct {
 	abort   chan struct{}
 	abortMu sync.Once
 
+	hb       *Heartbeat // the leases of claimed jobs, until recorded
 	mu       sync.Mutex
-	inflight map[string]chan struct{} // job id -> cancel, until recorded
-	running  int                      // claimed jobs whose command has not exited: the claim slots in use
-	procs    chan struct{}            // one token per job process alive: at most Concurrency
-	pass     chan struct{}            // closed at the end of the loop's next claim pass
-	loopDone bool                     // the loop claims no more; pass stays closed
+	running  int           // claimed jobs whose command has not exited: the claim slots in use
+	procs    chan struct{} // one token per job process alive: at most Concurrency
+	pass     chan struct{} // closed at the end of the loop's next claim pass
+	loopDone bool          // the loop claims no more; pass stays closed
 	summary  Summary
 
 	inboxDirty atomic.Bool // a file landed in the inbox since the last scan
@@ -103,7 +103,7 @@ func NewWorker(o WorkerOptions) *Worker {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{o: o, abort: make(chan struct{}), inflight: map[string]chan struct{}{},
+	return &Worker{o: o, abort: make(chan struct{}), hb: NewHeartbeat(o.Store, o.ID, o.Executor.Config.Lease.Duration),
 		procs: make(chan struct{}, o.Concurrency),
 		pass:  make(chan struct{}), summary: Summary{Finished: map[queue.JobState]int{}}}
 }
@@ -156,7 +156,11 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	}
 
 	hbDone := make(chan struct{})
-	go w.heartbeat(hard, log, hbDone)
+	go func() {
+		defer close(hbDone)
+		w.hb.Run(hard, func(id string) { log.Info("cancel requested; stopping job", "job", id) },
+			func(err error) { log.Error("heartbeat", "err", err) })
+	}()
 	defer func() { <-hbDone }()
 	defer stopHard()
 
@@ -220,9 +224,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			}
 			claimed = len(jobs)
 			for _, j := range jobs {
-				cancel := make(chan struct{})
+				cancel := w.hb.Add(j.ID)
 				w.mu.Lock()
-				w.inflight[j.ID] = cancel
 				w.running++
 				w.mu.Unlock()
 				wg.Add(1)
@@ -293,11 +296,7 @@ func (w *Worker) recoverLeases(ctx context.Context, log *slog.Logger) error {
 }
 
 // inflightCount is the number of claimed jobs not yet recorded.
-func (w *Worker) inflightCount() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.inflight)
-}
+func (w *Worker) inflightCount() int { return w.hb.Len() }
 
 // runningCount is the number of claimed jobs whose attempt has not ended:
 // the slots in use.
@@ -329,13 +328,14 @@ func (w *Worker) passDone(last bool) {
 // while it waited for a process slot.
 var errCanceledAtGate = errors.New("canceled before it started")
 
-// runOne executes and records one claimed job. When the job's processes
-// have ended (ExecParams.Ended; at the latest when Execute returns) it
-// frees the job's slot and wakes the loop, waits for the loop's claim
-// (the store has one writer: the next job's claim should not queue behind
-// this record), then records the attempt and wakes the loop again (the
-// record may have released dependent jobs, and drain waits for it).
-func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel chan struct{}, wakeLoop func()) {
+// runOne executes and records one claimed job ([RunOne]). When the job's
+// processes have ended (ExecParams.Ended; at the latest when Execute
+// returns) it frees the job's slot and wakes the loop, waits for the
+// loop's claim (the store has one writer: the next job's claim should not
+// queue behind this record), then records the attempt and wakes the loop
+// again (the record may have released dependent jobs, and drain waits
+// for it).
+func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, cancel <-chan struct{}, wakeLoop func()) {
 	// endAttempt frees the slot, once, and returns the claim pass that was
 	// current then: the one whose claim the record lets go first.
 	freed := false
@@ -352,15 +352,9 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 	}
 	defer func() {
 		endAttempt()
-		w.mu.Lock()
-		delete(w.inflight, j.ID)
-		w.mu.Unlock()
+		w.hb.Remove(j.ID)
 		wakeLoop()
 	}()
-	attempt := j.AttemptCount // JobClaim started this attempt
-	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
-	log.Info("claimed")
-	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: w.o.ID})
 	// Two steps free the slot. When the job's command has exited
 	// (Exiting), the next job may be claimed and decided while the
 	// sandbox is torn down; its process starts only once every process
@@ -390,50 +384,30 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 			return ctx.Err()
 		}
 	}
-	exiting := func() {
-		endAttempt()
-		wakeLoop()
+	res := RunOne(hard, RunOneParams{
+		Store: w.o.Store, Executor: w.o.Executor, Events: w.o.Events, WorkerID: w.o.ID, Job: j, Cancel: cancel, Log: log,
+		SpawnGate: gate,
+		Exiting:   func() { endAttempt(); wakeLoop() },
+		Ended:     func() { releaseProc(); endAttempt(); wakeLoop() },
+		Executed: func() {
+			releaseProc()
+			pass = endAttempt()
+			wakeLoop()
+		},
+		// The pass ends right after the loop's claim, or at once when the
+		// loop has stopped; hard is a last resort.
+		BeforeRecord: func() {
+			select {
+			case <-pass:
+			case <-hard.Done():
+			}
+		},
+	})
+	if res.Err == nil {
+		// A job given back is canceled when a cancel was requested; a
+		// stop does not count against retries.
+		w.count(j.ID, res.Job.State)
 	}
-	ended := func() {
-		releaseProc()
-		endAttempt()
-		wakeLoop()
-	}
-	att := w.o.Executor.Execute(hard, ExecParams{Job: j, Attempt: attempt, Cancel: cancel, SpawnGate: gate, Exiting: exiting, Ended: ended})
-	releaseProc()
-	att.WorkerID = w.o.ID
-	pass = endAttempt()
-	wakeLoop()
-	if att.Outcome == queue.OutcomeInterrupted {
-		// The worker stopped the job itself (its processes are gone):
-		// give it back now rather than when its lease expires, which
-		// another worker's recovery pass would only notice later.
-		rel, err := w.o.Store.LeaseRelease(context.Background(), &queue.LeaseReleaseParams{WorkerID: w.o.ID, JobIDs: []string{j.ID}, Reason: att.Reason})
-		if err != nil || len(rel) == 0 {
-			log.Warn("attempt interrupted; left for lease recovery", "reason", att.Reason, "err", err)
-			return
-		}
-		log.Warn("attempt interrupted; job given back", "reason", att.Reason, "state", rel[0].State)
-		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(rel[0].State), Reason: rel[0].Reason, WorkerID: w.o.ID})
-		w.count(j.ID, rel[0].State) // canceled when a cancel was requested; a stop does not count against retries
-		return
-	}
-	// The pass ends right after the loop's claim, or at once when the
-	// loop has stopped; hard is a last resort.
-	select {
-	case <-pass:
-	case <-hard.Done():
-	}
-	// Record even when the worker is stopping: the attempt is over.
-	rec, err := w.o.Store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: j.ID, WorkerID: w.o.ID, Attempt: att})
-	if err != nil {
-		log.Error("record attempt", "err", err)
-		return
-	}
-	log.Info("finished", "outcome", att.Outcome, "state", rec.State, "reason", att.Reason)
-	_ = w.o.Events.Append(Event{Time: time.Now(), Type: "finished", JobID: j.ID, JobName: j.Name, Attempt: attempt,
-		State: string(rec.State), Outcome: att.Outcome, ExitCode: att.ExitCode, Reason: att.Reason, WorkerID: w.o.ID})
-	w.count(j.ID, rec.State)
 }
 
 // count adds a job that this worker moved to state to the summary, when
@@ -447,58 +421,6 @@ func (w *Worker) count(id string, state queue.JobState) {
 	w.summary.Finished[state]++
 	if state != queue.StateSucceeded {
 		w.summary.Failed = append(w.summary.Failed, id)
-	}
-}
-
-// heartbeat extends the leases of running jobs every Lease/3 and stops jobs
-// whose cancel was requested. It returns when hard is done.
-func (w *Worker) heartbeat(hard context.Context, log *slog.Logger, done chan<- struct{}) {
-	defer close(done)
-	every := w.o.Executor.Config.Lease.Duration / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-hard.Done():
-			return
-		case <-t.C:
-		}
-		w.mu.Lock()
-		ids := make([]string, 0, len(w.inflight))
-		for id := range w.inflight {
-			ids = append(ids, id)
-		}
-		w.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		cancelIDs, err := w.o.Store.LeaseExtend(hard, &queue.LeaseExtendParams{WorkerID: w.o.ID, JobIDs: ids, Lease: w.o.Executor.Config.Lease.Duration})
-		if err != nil {
-			if !errors.Is(err, context.Canceled) {
-				log.Error("heartbeat", "err", err)
-			}
-			continue
-		}
-		for _, id := range cancelIDs {
-			w.mu.Lock()
-			// The channel belongs to this attempt (a retry gets a new
-			// one): closed once, whatever later heartbeats say.
-			if c, ok := w.inflight[id]; ok && !isClosed(c) {
-				close(c)
-				log.Info("cancel requested; stopping job", "job", id)
-			}
-			w.mu.Unlock()
-		}
-	}
-}
-
-// isClosed reports whether c is closed. Only its owner closes it.
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -5,18 +5,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
 	"time"
 
-	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
-	"paddock/queue/sqlite"
 	"paddock/runner"
-	"paddock/sandbox"
 )
 
 // start is scenario 4.
@@ -48,7 +46,7 @@ func (b *bench) start(ctx context.Context) error {
 // "claimed" log line. With cold, the compilation cache is removed first.
 func (b *bench) startOnceNamed(ctx context.Context, in *install, cold bool, name string) (float64, error) {
 	if cold {
-		if err := os.RemoveAll(filepath.Join(in.state, "cache", "wazero")); err != nil {
+		if err := os.RemoveAll((&compose.Install{StateDir: in.state}).HookCacheDir()); err != nil {
 			return 0, err
 		}
 	}
@@ -149,7 +147,9 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 	if err := os.MkdirAll(in.state, 0o700); err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(in.state, "paddock.db"), sqlite.Options{})
+	// Assembled as `paddock worker` assembles it (compose).
+	inst := &compose.Install{Config: cfg, StateDir: in.state}
+	st, err := inst.OpenStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -161,20 +161,20 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 	if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: string(data), SourcePath: jobs}); err != nil {
 		return err
 	}
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Hooks: cfg.HookConfigs(), CacheDir: filepath.Join(in.state, "cache", "wazero"), Sandbox: runner.SandboxInfo})
+	chain, err := inst.Chain(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer chain.Close(context.Background())
-	events, err := runner.OpenEventLog(filepath.Join(in.state, "events.jsonl"), 0)
+	events, err := inst.Events()
 	if err != nil {
 		return err
 	}
 	defer events.Close()
-	probe, probeErr := sandbox.Probe(ctx)
+	probe, probeErr := inst.Probe(ctx)
 	w := runner.NewWorker(runner.WorkerOptions{
 		Store:    st,
-		Executor: &runner.Executor{Config: cfg, StateDir: in.state, Chain: chain, Probe: probe, ProbeErr: probeErr},
+		Executor: inst.Executor(chain, probe, probeErr),
 		Drain:    true, Concurrency: 2, Events: events,
 	})
 	f, err := os.Create(path)
@@ -201,6 +201,6 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	b.logf("in-process worker: %d jobs in %.2fs (%v); profile %s, trace %s.trace", b.o.jobs, took.Seconds(), sum.Finished, path, path)
+	b.logf("in-process worker: %d jobs in %.2fs (%d succeeded); profile %s, trace %s.trace", b.o.jobs, took.Seconds(), sum.Finished[queue.StateSucceeded], path, path)
 	return nil
 }

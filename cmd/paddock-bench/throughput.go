@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"paddock/runner"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -223,7 +224,7 @@ func (b *bench) throughputService(ctx context.Context, conc int) (float64, error
 		_ = w.Process.Signal(syscall.SIGTERM)
 		_ = w.Wait()
 	}()
-	events := filepath.Join(in.state, "events.jsonl")
+	events := runner.StateDir{Root: in.state}.EventLog()
 	for deadline := time.Now().Add(time.Minute); ; {
 		if _, err := os.Stat(events); err == nil {
 			break

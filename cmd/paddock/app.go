@@ -6,41 +6,22 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"paddock/cmd/internal/compose"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
 	"paddock/queue"
-	"paddock/queue/sqlite"
 	"paddock/runner"
-	"paddock/sandbox"
 )
 
-// app is what most commands need: the loaded config, the state directory
-// and an open store. Close releases the store.
+// app is what most commands need: the installation (config and state
+// directory: compose.Install builds the rest) and an open store. Close
+// releases the store.
 type app struct {
-	cfg      runner.Config
-	stateDir string
-	store    queue.Store
-	fenced   *runner.Fence // built once by fence
-}
-
-// fence is what jobs may not write (the state directory, the config and
-// hooks, and defaultPaths) and may not see (the state directory and
-// defaultHidden). Built once per command.
-func (a *app) fence() *runner.Fence {
-	if a.fenced == nil {
-		f := fenceFor(a.stateDir, a.cfg)
-		a.fenced = &f
-	}
-	return a.fenced
-}
-
-// fenceFor is the fence of a command with this state directory and
-// config.
-func fenceFor(stateDir string, cfg runner.Config) runner.Fence {
-	return runner.FenceFor(stateDir, cfg, defaultPaths()...).WithHidden(defaultHidden()...)
+	*compose.Install
+	store queue.Store
 }
 
 // loadConfig reads --config (a missing file at the default path is fine)
@@ -91,12 +72,12 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 		// were fine, the file system refused.
 		return nil, fmt.Errorf("state directory %s: %w (set --state-dir or $PADDOCK_STATE_DIR to a directory paddock can create and write)", stateDir, err)
 	}
-	return &app{cfg: cfg, stateDir: stateDir}, nil
+	return &app{Install: &compose.Install{Config: cfg, StateDir: stateDir}}, nil
 }
 
 // openStore opens the state directory's store.
 func (a *app) openStore(ctx context.Context) error {
-	st, err := sqlite.Open(ctx, runner.StateDir{Root: a.stateDir}.Database(), sqlite.Options{})
+	st, err := a.OpenStore(ctx)
 	if err != nil {
 		return err // "sqlite: open PATH: ..."
 	}
@@ -106,44 +87,25 @@ func (a *app) openStore(ctx context.Context) error {
 
 func (a *app) Close() error { return a.store.Close() }
 
-// probeCachePath is the probe cache of a state directory (see
-// [sandbox.ProbeCached]).
-func probeCachePath(stateDir string) string {
-	return runner.StateDir{Root: stateDir}.ProbeCache()
-}
-
-// probeSandbox is the start-up probe of the commands that run or show confined
-// jobs (worker, run, check): memoized, and cached in the state directory.
-func probeSandbox(ctx context.Context, stateDir string) (sandbox.ProbeReport, error) {
-	return sandbox.ProbeCached(ctx, sandbox.ProbeCachedParams{Path: probeCachePath(stateDir)})
-}
-
-// newChain loads and compiles the config's hook chain, with the
-// compilation cache under the state directory. With prewarm (the worker)
-// each reactor hook makes one instance in the background at once.
+// newChain loads the hook chain (compose.Install.Chain) and says whose
+// fault a failure is: the state directory's (its compilation cache: exit
+// 1) or the config's (exit 2, naming the [[hook]] table).
 func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
-	ch, err := hooks.NewChain(ctx, hooks.ChainOptions{
-		Hooks:       a.cfg.HookConfigs(),
-		CacheDir:    runner.StateDir{Root: a.stateDir}.HookCache(),
-		Sandbox:     a.fence().SandboxInfo,
-		ResolvePath: sandbox.Canonical,
-		Prewarm:     prewarm,
-	})
+	ch, err := a.Chain(ctx, prewarm)
 	if errors.Is(err, hooks.ErrCacheDir) {
-		// The state directory's fault, not the config's: exit 1, not 2.
 		var why error = err
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 			why = pe
 		}
-		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.stateDir, why)
+		return nil, fmt.Errorf("state directory %s: hook compilation cache: %w", a.StateDir, why)
 	}
 	if err != nil {
 		// The same check without compiling says which [[hook]], by line.
-		if cerr := a.cfg.CheckHooks(); cerr != nil {
+		if cerr := a.Config.CheckHooks(); cerr != nil {
 			return nil, &usageError{cerr}
 		}
-		if a.cfg.Path != "" {
-			err = fmt.Errorf("%s: %w", a.cfg.Path, err)
+		if a.Config.Path != "" {
+			err = fmt.Errorf("%s: %w", a.Config.Path, err)
 		}
 		return nil, &usageError{err}
 	}

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"paddock/cmd/internal/compose"
+	"paddock/sandbox"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
 	"paddock/queue"
-	"paddock/runner"
 )
 
 func newCheckCommand(gopts *GlobalOptions) *cobra.Command {
@@ -55,12 +56,12 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	if err != nil {
 		return err
 	}
-	a := &app{cfg: cfg, stateDir: stateDir}
+	a := &app{Install: &compose.Install{Config: cfg, StateDir: stateDir}}
 	// As submit and run refuse the file, so does check.
 	if err := checkHookNames(cfg, files); err != nil {
 		return err
 	}
-	if _, err := probeSandbox(ctx, stateDir); err != nil {
+	if _, err := a.Probe(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "paddock: warning: %v (confined argv shown for the default bwrap)\n", err)
 	}
 	chain, err := a.newChain(ctx, false)
@@ -75,7 +76,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		return err
 	}
 	defer os.RemoveAll(placeholder)
-	ex := &runner.Executor{Config: cfg, StateDir: stateDir, Fence: a.fence()}
+	ex := a.Executor(chain, sandbox.ProbeReport{}, nil)
 	out := cmd.OutOrStdout()
 	denied := 0
 	for i, spec := range files[0].specs {
@@ -88,7 +89,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			}
 		}
 		hj := ex.HookJob(job, ws, 1)
-		if err := a.fence().CheckJob(hj); err != nil {
+		if err := a.Fence().CheckJob(hj); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
 			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
@@ -111,9 +112,9 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
 		if res.Verdict == hooks.VerdictAllow {
-			info, err := a.fence().SandboxInfo(res.Job)
+			info, err := a.Fence().SandboxInfo(res.Job)
 			if err == nil {
-				err = a.fence().CheckJob(res.Job)
+				err = a.Fence().CheckJob(res.Job)
 			}
 			if err != nil {
 				// Allowed, but the sandbox cannot be built for it: every

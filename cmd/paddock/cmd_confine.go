@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"paddock/cmd/internal/compose"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -71,7 +72,7 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 			if err != nil {
 				cfg, stateDir = runner.Config{}, ""
 			}
-			fence := fenceFor(stateDir, cfg)
+			fence := compose.FenceFor(stateDir, cfg)
 			return runConfine(cmd.Context(), opts, gopts, &fence, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

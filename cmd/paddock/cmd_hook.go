@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"strings"
 	"time"
@@ -149,7 +150,7 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 
 	cacheDir := ""
 	if gopts.StateDir != "" {
-		cacheDir = filepath.Join(gopts.StateDir, "cache", "wazero")
+		cacheDir = (&compose.Install{StateDir: gopts.StateDir}).HookCacheDir()
 		if os.MkdirAll(cacheDir, 0o700) != nil {
 			cacheDir = "" // a cache is an optimisation: run without one
 		}

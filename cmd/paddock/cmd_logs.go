@@ -82,11 +82,11 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 			return err
 		}
 		at, ok := pickAttempt(j, opts.Attempt)
-		final := isFinal(j.State) || (opts.Attempt != 0 && ok && !at.EndedAt.IsZero())
+		final := j.State.Finished() || (opts.Attempt != 0 && ok && !at.EndedAt.IsZero())
 		stdoutPath, stderrPath := at.StdoutPath, at.StderrPath
 		if ok && at.EndedAt.IsZero() && stdoutPath == "" {
 			// Running: the record names its logs only once it ended.
-			stdoutPath, stderrPath = runner.AttemptLogPaths(a.stateDir, j.ID, at.Number)
+			stdoutPath, stderrPath = runner.AttemptLogPaths(a.StateDir, j.ID, at.Number)
 		}
 		path := stdoutPath
 		if opts.Stderr {

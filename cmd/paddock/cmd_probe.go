@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"paddock/cmd/internal/compose"
 	"slices"
 	"strings"
 
@@ -50,7 +51,7 @@ one, nothing is cached.`,
 			}
 			if err == nil {
 				if fi, err := os.Stat(stateDir); err == nil && fi.IsDir() {
-					opts.CachePath = probeCachePath(stateDir)
+					opts.CachePath = (&compose.Install{StateDir: stateDir}).ProbeCachePath()
 				}
 			}
 			return runProbe(cmd.Context(), opts, gopts, cmd.OutOrStdout())

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -19,12 +17,11 @@ import (
 // Exit statuses of `paddock run` when the job did not exit by itself;
 // README.md ("Exit codes") documents them.
 const (
-	exitRunTimeout      = 124 // the job timed out and was stopped (as timeout(1))
-	exitRunnerFailed    = 125 // the sandbox or the runner failed; the command never ran
-	exitDenied          = 126 // a hook denied the job; it never ran
-	exitCanceled        = 130 // canceled (Ctrl-C or paddock cancel) while running
-	exitSignalBase      = 128 // + signal number when the job was killed by a signal
-	runHeartbeatDivisor = 3
+	exitRunTimeout   = 124 // the job timed out and was stopped (as timeout(1))
+	exitRunnerFailed = 125 // the sandbox or the runner failed; the command never ran
+	exitDenied       = 126 // a hook denied the job; it never ran
+	exitCanceled     = 130 // canceled (Ctrl-C or paddock cancel) while running
+	exitSignalBase   = 128 // + signal number when the job was killed by a signal
 )
 
 func newRunCommand(gopts *GlobalOptions) *cobra.Command {
@@ -70,15 +67,22 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	defer a.Close()
-	probe, probeErr := probeSandbox(ctx, a.stateDir)
+	probe, probeErr := a.Probe(ctx)
 	chain, err := a.newChain(ctx, false)
 	if err != nil {
 		return err
 	}
 	defer chain.Close(context.Background())
-	ex := &runner.Executor{Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr, ProbeCache: probeCachePath(a.stateDir), Fence: a.fence()}
+	ex := a.Executor(chain, probe, probeErr)
+	// Waits in other processes wake on the event log; a log that cannot
+	// be opened only makes them poll.
+	events, err := a.Events()
+	if err != nil {
+		events = nil
+	}
+	defer events.Close()
 
-	if err := checkHookNames(a.cfg, files); err != nil {
+	if err := checkHookNames(a.Config, files); err != nil {
 		return notEnqueued(err)
 	}
 	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path, SourceName: files[0].name})
@@ -103,93 +107,22 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		}
 		return runExit(j)
 	}
-	host, _ := os.Hostname()
-	workerID := fmt.Sprintf("%s:%d:run", host, os.Getpid())
-	lease := a.cfg.Lease.Duration
-
-	// Ctrl-C, or `paddock cancel` seen at a heartbeat, cancels the job
-	// (recorded as canceled); it is never abandoned.
-	cancel := make(chan struct{})
-	var cancelOnce sync.Once
-	stop := func() { cancelOnce.Do(func() { close(cancel) }) }
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	for {
-		claimed, err := a.store.JobClaim(context.Background(), &queue.JobClaimParams{WorkerID: workerID, Limit: 1, Lease: lease, JobIDs: []string{id}})
-		if err != nil {
-			return err
-		}
-		if len(claimed) == 0 {
-			j, err := a.store.JobGet(context.Background(), id)
-			if err != nil {
-				return err
-			}
-			if isFinal(j.State) {
-				return done(j)
-			}
-			if j.State == queue.StateRunning {
-				// A worker sharing this state directory claimed it first
-				// (a retry, usually). It runs there; follow it to the end.
-				note("following", fmt.Sprintf("attempt %d is running on worker %s; its output is in `paddock logs %s`", j.AttemptCount, j.LeaseOwner, id), j.AttemptCount)
-				final, err := followToFinal(ctx, a, id)
-				if err != nil {
-					return err
-				}
-				return done(final)
-			}
-			wait := time.Until(j.NotBefore)
-			if wait < 100*time.Millisecond {
-				wait = 100 * time.Millisecond
-			}
-			note("backoff", fmt.Sprintf("waiting %s before the next attempt (%s)", wait.Round(time.Millisecond), j.Reason), j.AttemptCount)
-			select {
-			case <-cancel:
-				if _, err := a.store.JobCancel(context.Background(), id); err != nil {
-					return err
-				}
-				return &exitCodeError{code: exitCanceled, err: fmt.Errorf("job %s canceled", id)}
-			case <-time.After(wait):
-			}
-			continue
-		}
-		j := claimed[0]
-		attempt := j.AttemptCount // JobClaim started this attempt
-		hbStop := make(chan struct{})
-		go func() { // heartbeat: keep the lease while the job runs
-			t := time.NewTicker(lease / runHeartbeatDivisor)
-			defer t.Stop()
-			for {
-				select {
-				case <-hbStop:
-					return
-				case <-t.C:
-					ids, err := a.store.LeaseExtend(context.Background(), &queue.LeaseExtendParams{WorkerID: workerID, JobIDs: []string{id}, Lease: lease})
-					if err == nil && len(ids) > 0 {
-						// Cancel requested (or the lease was lost): stop the job.
-						select {
-						case <-cancel:
-						default:
-							note("cancel_requested", "cancel requested; stopping the job", attempt)
-							stop()
-						}
-					}
-				}
-			}
-		}()
-		att := ex.Execute(context.Background(), runner.ExecParams{Job: j, Attempt: attempt, Cancel: cancel, Stdout: os.Stdout, Stderr: os.Stderr})
-		close(hbStop)
-		att.WorkerID = workerID
-		rec, err := a.store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: id, WorkerID: workerID, Attempt: att})
-		if err != nil {
-			return err
-		}
-		if isFinal(rec.State) {
-			return done(rec)
-		}
-		note("attempt_finished", fmt.Sprintf("attempt %d %s: %s", attempt, att.Outcome, att.Reason), attempt)
+	// Ctrl-C cancels the job (recorded as canceled); it is never
+	// abandoned.
+	final, err := runner.RunJob(runner.RunJobParams{
+		Store: a.store, Executor: ex, Events: events, WorkerID: runWorkerID(), JobID: id,
+		Stdout: os.Stdout, Stderr: os.Stderr, Cancel: ctx.Done(), Note: note,
+	})
+	if err != nil {
+		return err
 	}
+	return done(final)
+}
+
+// runWorkerID names `paddock run` in leases: host:pid:run.
+func runWorkerID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:run", host, os.Getpid())
 }
 
 // runProgress is what `paddock run --json` prints on stderr while the job
@@ -205,25 +138,6 @@ type runProgress struct {
 	Attempt int    `json:"attempt,omitempty"`
 	State   string `json:"state,omitempty"` // finished only: succeeded, failed, denied or canceled
 	Message string `json:"message"`         // the text printed without --json
-}
-
-// followToFinal polls the job until it is final. Ctrl-C asks for a cancel
-// and keeps following, so the job's end is still reported.
-func followToFinal(ctx context.Context, a *app, id string) (queue.Job, error) {
-	canceled := false
-	for {
-		j, err := a.store.JobGet(context.Background(), id)
-		if err != nil || isFinal(j.State) {
-			return j, err
-		}
-		if ctx.Err() != nil && !canceled {
-			canceled = true
-			if _, err := a.store.JobCancel(context.Background(), id); err != nil {
-				return j, err
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // runExit maps a final job to run's exit status.

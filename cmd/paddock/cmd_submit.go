@@ -233,13 +233,13 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return err
 	}
 	defer a.Close()
-	if err := checkHookNames(a.cfg, files); err != nil {
+	if err := checkHookNames(a.Config, files); err != nil {
 		return notEnqueued(err)
 	}
 	// A config its workers would refuse (a module missing, a digest
 	// that does not match) is refused here too, before anything waits
 	// for them.
-	if err := a.cfg.CheckHooks(); err != nil {
+	if err := a.Config.CheckHooks(); err != nil {
 		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
 	}
 	// Every file in one transaction: all of them are enqueued, or none.
@@ -264,7 +264,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		}
 		reportSubmittedSchedules(ctx, a, f.specs, f.path, out, gopts.JSON) // cmd_schedules.go
 	}
-	_ = runner.Wake(a.stateDir)
+	_ = runner.Wake(a.StateDir)
 	if !opts.Wait {
 		return nil
 	}
@@ -296,13 +296,4 @@ func checkHookNames(cfg runner.Config, files []parsedFile) error {
 		return &usageError{&jobFileProblems{problems}}
 	}
 	return nil
-}
-
-// isFinal reports whether s is a terminal state.
-func isFinal(s queue.JobState) bool {
-	switch s {
-	case queue.StateSucceeded, queue.StateFailed, queue.StateDenied, queue.StateCanceled:
-		return true
-	}
-	return false
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
-	"paddock/inbox"
 	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
@@ -164,10 +162,10 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		chain *hooks.Chain
 		err   error
 	}
-	_ = a.fence() // built once, before the goroutines share it
+	_ = a.Fence() // built once, before the goroutines share it
 	probeDone := make(chan probed, 1)
 	go func() {
-		rep, err := probeSandbox(ctx, a.stateDir)
+		rep, err := a.Probe(ctx)
 		probeDone <- probed{rep, err}
 	}()
 	chainCtx, stopChain := context.WithCancel(ctx)
@@ -218,23 +216,20 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 
 	// The event log wakes waits; the store is the record. A log that
 	// cannot be opened does not stop the jobs (a nil log discards).
-	events, err := runner.OpenEventLog(filepath.Join(a.stateDir, eventsFile), 0)
+	events, err := a.Events()
 	if err != nil {
 		log.Warn("event log unusable: waits will poll the store instead", "err", err)
 		events = nil
 	}
 	defer events.Close()
-	in, err := inbox.New(inbox.Options{Dir: filepath.Join(a.stateDir, "inbox"), Store: a.store, Check: a.cfg.CheckHookNames})
+	in, err := a.Inbox(a.store)
 	if err != nil {
 		return err
 	}
 
 	w := runner.NewWorker(runner.WorkerOptions{
-		Store: a.store,
-		Executor: &runner.Executor{
-			Config: a.cfg, StateDir: a.stateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
-			ProbeCache: probeCachePath(a.stateDir), Fence: a.fence(),
-		},
+		Store:       a.store,
+		Executor:    a.Executor(chain, probe, probeErr),
 		Inbox:       in,
 		Concurrency: opts.Concurrency,
 		Drain:       opts.Drain,

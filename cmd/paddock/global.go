@@ -4,16 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"paddock/cmd/internal/compose"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"paddock/internal/suggest"
-	"paddock/runner"
-	"paddock/sandbox"
 )
 
 // GlobalOptions are the flags every command shares. They are filled by cobra
@@ -35,87 +31,9 @@ type GlobalOptions struct {
 // AddFlags registers the global flags on cmd's persistent flag set.
 func (o *GlobalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.StateDir, "state-dir", defaultStateDir(), "state directory: queue, logs, inbox, hook cache; from $PADDOCK_STATE_DIR, else the config's state_dir, else $XDG_STATE_HOME/paddock")
-	f.StringVar(&o.ConfigPath, "config", defaultConfigPath(), "config file, from $XDG_CONFIG_HOME/paddock/config.toml when not given; a missing file at that default is fine")
+	f.StringVar(&o.StateDir, "state-dir", compose.DefaultStateDir(), "state directory: queue, logs, inbox, hook cache; from $PADDOCK_STATE_DIR, else the config's state_dir, else $XDG_STATE_HOME/paddock")
+	f.StringVar(&o.ConfigPath, "config", compose.DefaultConfigPath(), "config file, from $XDG_CONFIG_HOME/paddock/config.toml when not given; a missing file at that default is fine")
 	f.BoolVar(&o.JSON, "json", false, "print JSON objects (each with a message_type) instead of text")
-}
-
-func defaultStateDir() string {
-	if d := os.Getenv("PADDOCK_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "paddock")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "paddock")
-	}
-	return filepath.Join(os.TempDir(), "paddock-state")
-}
-
-// defaultPaths are the paths kept out of every job's reach
-// (runner.Executor.Fence) beyond the worker's own state and config: the
-// state directories and the config a plain `paddock` (no flags) would use
-// here, the paddock binary, and every place on $PATH where a `bwrap` would
-// be found first (the probe looks bwrap up on $PATH at each start: a job
-// that could write one there would have it run on the host).
-func defaultPaths() []string {
-	ps := []string{defaultStateDir(), defaultConfigPath()}
-	if exe, err := os.Executable(); err == nil {
-		ps = append(ps, exe) // the binary itself, links resolved
-	}
-	if typed, err := exec.LookPath(os.Args[0]); err == nil {
-		ps = append(ps, typed) // and the name that was run (a link on $PATH, say)
-	}
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if !filepath.IsAbs(d) {
-			continue // exec.LookPath refuses relative entries
-		}
-		p := filepath.Join(d, "bwrap")
-		ps = append(ps, p)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			// What exec.LookPath finds: later entries are never reached.
-			// The libraries its loader maps run as bwrap does, on the
-			// host: protected like bwrap.
-			ps = append(ps, sandbox.LoadedFiles(p)...)
-			break
-		}
-	}
-	ps = append(ps, defaultHidden()...)
-	// The default config's state_dir, which a plain paddock would use even
-	// when this one was given --state-dir or another --config.
-	if c, err := runner.LoadConfig(defaultConfigPath(), true); err == nil && c.StateDir != "" {
-		ps = append(ps, c.StateDir)
-	}
-	return ps
-}
-
-// defaultHidden are the directories hidden from every job besides the
-// state directory in use: the state directories a plain `paddock` would
-// use here and the default config's directory, which are paddock's own
-// (another queue's database could otherwise be read or locked by a job).
-func defaultHidden() []string {
-	ps := []string{defaultStateDir()}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		ps = append(ps, filepath.Join(d, "paddock"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		ps = append(ps, filepath.Join(home, ".local", "state", "paddock"))
-	}
-	if c := defaultConfigPath(); c != "" {
-		ps = append(ps, filepath.Dir(c))
-	}
-	return ps
-}
-
-func defaultConfigPath() string {
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "paddock", "config.toml")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".config", "paddock", "config.toml")
-	}
-	return ""
 }
 
 // writeJSON writes v as one line of JSON to w.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestDefaultPathsBwrapOnPath(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(fileB, "bwrap"), nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(realC, "bwrap"), nil, 0o755))
 	t.Setenv("PATH", "relative:"+dirA+":"+fileB+":"+realC+":"+afterD)
-	ps := defaultPaths()
+	ps := compose.DefaultPaths()
 	for _, d := range []string{dirA, fileB, realC} {
 		require.Contains(t, ps, filepath.Join(d, "bwrap"))
 	}

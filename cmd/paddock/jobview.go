@@ -137,7 +137,7 @@ func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs
 		}
 		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, messageType)
 	}
-	_ = runner.Wake(a.stateDir)
+	_ = runner.Wake(a.StateDir)
 	if code != exitOK {
 		return &exitCodeError{code: code}
 	}

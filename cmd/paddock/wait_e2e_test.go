@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"paddock/runner"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,7 +26,7 @@ func TestE2ESubmitWait(t *testing.T) {
 	b.StartWorker("--concurrency", "2")
 	// The worker creates its event log at start.
 	require.Eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(b.State, eventsFile))
+		_, err := os.Stat(runner.StateDir{Root: b.State}.EventLog())
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond)
 

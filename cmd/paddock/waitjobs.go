@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -49,7 +48,7 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	// Polling every waitPoll stays the fallback (no events file yet, no
 	// inotify, a worker on another machine, a job made final by no worker:
 	// canceled while queued, or failed by its dependency).
-	wake := runner.WatchEvents(filepath.Join(a.stateDir, eventsFile))
+	wake := runner.WatchEvents(a.EventsPath())
 	defer wake.Close()
 	wake.SetWant(pending)
 	final := make(map[string]queue.Job, len(ids))
@@ -161,9 +160,6 @@ func checkWaitTimeout(d time.Duration) error {
 
 // waitPoll is how often a wait looks at the store without being woken.
 const waitPoll = 200 * time.Millisecond
-
-// eventsFile is the worker's event log in the state directory.
-const eventsFile = "events.jsonl"
 
 // wakeGap is the least time between two looks of a wait at the store,
 // woken by the event log or not: 2 ms per pending job, at most 10 s (and

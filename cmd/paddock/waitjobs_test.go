@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func spiedApp(t *testing.T) (*app, *listSpy, *sqlite.Store) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	spy := &listSpy{Store: st}
-	return &app{stateDir: dir, store: spy}, spy, st
+	return &app{Install: &compose.Install{StateDir: dir}, store: spy}, spy, st
 }
 
 // TestWaitJobsLooksOnlyAtItsJobs: a wait never lists the store without

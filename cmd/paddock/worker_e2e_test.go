@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"paddock/runner"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -340,7 +341,7 @@ func TestE2EWorkerWithoutEventLog(t *testing.T) {
 			t.Parallel()
 			b := e2etest.Setup(t, "")
 			require.NoError(t, os.MkdirAll(b.State, 0o700))
-			require.NoError(t, create(filepath.Join(b.State, eventsFile)))
+			require.NoError(t, create(runner.StateDir{Root: b.State}.EventLog()))
 			w := b.StartWorker()
 			// submit --wait reads the log too; it must still see the job end.
 			out, errOut, code := b.Run("submit", "--wait", b.WriteJob("one.toml", "name = \"one\"\ncommand = \"true\"\n"))

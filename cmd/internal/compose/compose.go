@@ -1,0 +1,190 @@
+// Package compose is the composition root of paddock's commands: from a
+// loaded config and a state directory it assembles what runs jobs (the
+// store, the sandbox probe, the hook chain, the fence, the executor, the
+// event log), so that worker, run, check and paddock-bench build them one
+// way. It is the one place outside tests that picks the store driver.
+//
+// The state directory's layout (which file is the queue, where the caches
+// live) is runner.StateDir's.
+package compose
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"paddock/hooks"
+	"paddock/inbox"
+	"paddock/queue"
+	"paddock/queue/sqlite"
+	"paddock/runner"
+	"paddock/sandbox"
+)
+
+// Install is one paddock installation: a loaded config and its state
+// directory. Its methods build what a command needs; they are safe for
+// concurrent use (the worker builds the probe, the chain and the store
+// side by side).
+type Install struct {
+	Config   runner.Config
+	StateDir string // absolute; its layout is runner.StateDir's
+
+	fenceOnce sync.Once
+	fence     runner.Fence
+}
+
+// OpenStore opens (creating) the state directory's queue. The caller
+// closes it.
+func (in *Install) OpenStore(ctx context.Context) (*sqlite.Store, error) {
+	return sqlite.Open(ctx, in.dir().Database(), sqlite.Options{})
+}
+
+// ProbeCachePath is the state directory's probe cache
+// (sandbox.ProbeCached).
+func (in *Install) ProbeCachePath() string { return in.dir().ProbeCache() }
+
+// dir is the state directory's layout.
+func (in *Install) dir() runner.StateDir { return runner.StateDir{Root: in.StateDir} }
+
+// Probe is the start-up probe of the commands that run or show confined
+// jobs: memoized, and cached in the state directory. The error is
+// sandbox.ErrUnusable when bwrap cannot confine jobs on this host.
+func (in *Install) Probe(ctx context.Context) (sandbox.ProbeReport, error) {
+	return sandbox.ProbeCached(ctx, sandbox.ProbeCachedParams{Path: in.ProbeCachePath()})
+}
+
+// Fence is what jobs may not write (the state directory, the config and
+// its hooks, and [DefaultPaths]) and may not see (the state directory and
+// [DefaultHidden]). Built once.
+func (in *Install) Fence() *runner.Fence {
+	in.fenceOnce.Do(func() { in.fence = FenceFor(in.StateDir, in.Config) })
+	return &in.fence
+}
+
+// FenceFor is the fence of a command with this state directory and
+// config, as [Install.Fence] builds it; for commands that have no
+// Install (paddock confine without a usable config).
+func FenceFor(stateDir string, cfg runner.Config) runner.Fence {
+	return runner.FenceFor(stateDir, cfg, DefaultPaths()...).WithHidden(DefaultHidden()...)
+}
+
+// HookCacheDir is the hooks' compilation cache (hooks.ChainOptions.CacheDir).
+func (in *Install) HookCacheDir() string { return in.dir().HookCache() }
+
+// Chain loads and compiles the config's hook chain, with the compilation
+// cache under the state directory. With prewarm (the worker) each reactor
+// hook makes one instance in the background at once. Errors are
+// hooks.NewChain's; the caller closes the chain.
+func (in *Install) Chain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
+	return hooks.NewChain(ctx, hooks.ChainOptions{
+		Hooks:       in.Config.HookConfigs(),
+		CacheDir:    in.HookCacheDir(),
+		Sandbox:     in.Fence().SandboxInfo,
+		ResolvePath: sandbox.Canonical,
+		Prewarm:     prewarm,
+	})
+}
+
+// Executor is the executor of jobs with chain and the probe's result.
+func (in *Install) Executor(chain *hooks.Chain, probe sandbox.ProbeReport, probeErr error) *runner.Executor {
+	return &runner.Executor{Config: in.Config, StateDir: in.StateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
+		ProbeCache: in.ProbeCachePath(), Fence: in.Fence()}
+}
+
+// EventsPath is the state directory's event log.
+func (in *Install) EventsPath() string { return in.dir().EventLog() }
+
+// Events opens the event log for appending. The caller closes it.
+func (in *Install) Events() (*runner.EventLog, error) { return runner.OpenEventLog(in.EventsPath(), 0) }
+
+// Inbox is the state directory's inbox, feeding store.
+func (in *Install) Inbox(store queue.Store) (*inbox.Inbox, error) {
+	return inbox.New(inbox.Options{Dir: in.dir().Inbox(), Store: store, Check: in.Config.CheckHookNames})
+}
+
+// DefaultStateDir is the state directory of a paddock given no
+// --state-dir: $PADDOCK_STATE_DIR, else $XDG_STATE_HOME/paddock, else
+// ~/.local/state/paddock.
+func DefaultStateDir() string {
+	if d := os.Getenv("PADDOCK_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "paddock")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "paddock")
+	}
+	return filepath.Join(os.TempDir(), "paddock-state")
+}
+
+// DefaultConfigPath is the config of a paddock given no --config:
+// $XDG_CONFIG_HOME/paddock/config.toml, else
+// ~/.config/paddock/config.toml; "" when there is no home.
+func DefaultConfigPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "paddock", "config.toml")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".config", "paddock", "config.toml")
+	}
+	return ""
+}
+
+// DefaultPaths are the paths kept out of every job's reach
+// (runner.Executor.Fence) beyond the worker's own state and config: the
+// state directories and the config a plain `paddock` (no flags) would use
+// here, the paddock binary, and every place on $PATH where a `bwrap` would
+// be found first (the probe looks bwrap up on $PATH at each start: a job
+// that could write one there would have it run on the host), with the
+// libraries its loader maps.
+func DefaultPaths() []string {
+	ps := []string{DefaultStateDir(), DefaultConfigPath()}
+	if exe, err := os.Executable(); err == nil {
+		ps = append(ps, exe) // the binary itself, links resolved
+	}
+	if typed, err := exec.LookPath(os.Args[0]); err == nil {
+		ps = append(ps, typed) // and the name that was run (a link on $PATH, say)
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(d) {
+			continue // exec.LookPath refuses relative entries
+		}
+		p := filepath.Join(d, "bwrap")
+		ps = append(ps, p)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			// What exec.LookPath finds: later entries are never reached.
+			// The libraries its loader maps run as bwrap does, on the
+			// host: protected like bwrap.
+			ps = append(ps, sandbox.LoadedFiles(p)...)
+			break
+		}
+	}
+	ps = append(ps, DefaultHidden()...)
+	// The default config's state_dir, which a plain paddock would use even
+	// when this one was given --state-dir or another --config.
+	if c, err := runner.LoadConfig(DefaultConfigPath(), true); err == nil && c.StateDir != "" {
+		ps = append(ps, c.StateDir)
+	}
+	return ps
+}
+
+// DefaultHidden are the directories hidden from every job besides the
+// state directory in use: the state directories a plain `paddock` would
+// use here and the default config's directory, which are paddock's own
+// (another queue's database could otherwise be read or locked by a job).
+func DefaultHidden() []string {
+	ps := []string{DefaultStateDir()}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		ps = append(ps, filepath.Join(d, "paddock"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		ps = append(ps, filepath.Join(home, ".local", "state", "paddock"))
+	}
+	if c := DefaultConfigPath(); c != "" {
+		ps = append(ps, filepath.Dir(c))
+	}
+	return ps
+}
