@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 	"path/filepath"
+
+	"paddock/sandbox"
 )
 
 // StateDir is the layout of paddock's state directory: the one place
@@ -16,6 +18,7 @@ import (
 //	<root>/inbox/                  job files dropped by agents
 //	<root>/cache/probe.json        the probe cache
 //	<root>/cache/wazero/           the hooks' compilation cache
+//	<root>/notify/wake             touched after an enqueue: idle workers claim at once
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -31,8 +34,9 @@ const (
 	workspacesName = "workspaces"
 	inboxName      = "inbox"
 	cacheName      = "cache"
-	probeCacheName = "probe.json"
 	hookCacheName  = "wazero"
+	notifyName     = "notify"
+	wakeName       = "wake"
 )
 
 // Database is the queue's SQLite file.
@@ -66,7 +70,18 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }
 
 // ProbeCache is the probe cache file (see sandbox.ProbeCached).
-func (s StateDir) ProbeCache() string { return filepath.Join(s.Root, cacheName, probeCacheName) }
+func (s StateDir) ProbeCache() string {
+	return filepath.Join(s.Root, cacheName, sandbox.ProbeCacheFile)
+}
 
 // HookCache is the hooks' on-disk compilation cache directory.
 func (s StateDir) HookCache() string { return filepath.Join(s.Root, cacheName, hookCacheName) }
+
+// Notify is the directory of the wake file ([StateDir.WakeFile]): a
+// directory of its own, so that a worker's watch of it does not see every
+// write to the database.
+func (s StateDir) Notify() string { return filepath.Join(s.Root, notifyName) }
+
+// WakeFile is the file `paddock submit` touches after an enqueue, so that
+// idle workers claim at once instead of at their next poll ([Wake]).
+func (s StateDir) WakeFile() string { return filepath.Join(s.Notify(), wakeName) }

@@ -18,15 +18,6 @@ import (
 	"paddock/queue"
 )
 
-// WakeFile is the file in the state directory's notify/ subdirectory that
-// `paddock submit` touches after enqueueing, so idle workers claim at once
-// instead of at their next poll. It has a directory of its own so that the
-// worker's watch does not see every write to the database beside it.
-const WakeFile = "wake"
-
-// notifyDir holds WakeFile.
-const notifyDir = "notify"
-
 // pollInterval is how often an idle worker looks at the store even without
 // a wake-up (jobs whose backoff ran out, jobs enqueued from another host).
 // One indexed query per second is not busy polling.
@@ -433,7 +424,7 @@ func (w *Worker) watch(log *slog.Logger, poke func()) func() {
 		log.Warn("no file watcher; polling only", "err", err)
 		return nil
 	}
-	notify := filepath.Join(w.o.Executor.StateDir, notifyDir)
+	notify := StateDir{Root: w.o.Executor.StateDir}.Notify()
 	if err := os.MkdirAll(notify, 0o700); err == nil {
 		_ = fw.Add(notify)
 	}
@@ -464,15 +455,15 @@ func (w *Worker) watch(log *slog.Logger, poke func()) func() {
 	return func() { fw.Close() }
 }
 
-// Wake touches the wake file (<stateDir>/notify/wake) so idle workers
-// claim at once. Errors are ignored by callers: a missed wake-up costs one
-// poll interval.
+// Wake touches the wake file ([StateDir.WakeFile]) so idle workers claim
+// at once. Errors are ignored by callers: a missed wake-up costs one poll
+// interval.
 func Wake(stateDir string) error {
-	dir := filepath.Join(stateDir, notifyDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	sd := StateDir{Root: stateDir}
+	if err := os.MkdirAll(sd.Notify(), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, WakeFile), nil, 0o600)
+	return os.WriteFile(sd.WakeFile(), nil, 0o600)
 }
 
 // prune deletes finished jobs older than the retention, then the log and
@@ -503,8 +494,8 @@ func (w *Worker) prune(ctx context.Context, log *slog.Logger) {
 		gone[id] = errors.Is(err, queue.ErrNotFound)
 		return gone[id]
 	}
-	for _, sub := range []string{"logs", "workspaces"} {
-		dir := filepath.Join(w.o.Executor.StateDir, sub)
+	sd := StateDir{Root: w.o.Executor.StateDir}
+	for _, dir := range []string{sd.Logs(), sd.Workspaces()} {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			continue
