@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"paddock/internal/tomlfile"
 )
 
 // FuzzParse checks that Parse never panics and that its two possible
@@ -14,8 +16,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("command = \"echo hi\"\n"))
 	f.Add([]byte("[defaults]\nretries = 1\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_ = locateKeys(data, true) // must not panic on any text
-		_ = locateKeys(data, false)
+		_ = tomlfile.Locate(data, true) // must not panic on any text
+		_ = tomlfile.Locate(data, false)
 		specs, err := Parse("fuzz.toml", data, "/base")
 		if err != nil {
 			var verr *ValidationError

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paddock/internal/suggest"
+	"paddock/internal/tomlfile"
 )
 
 // jobKey is one key of a job table: how its TOML value becomes a Spec
@@ -177,7 +178,7 @@ func decodeCommand(p *parser, sc scope, k string, v any, s *Spec) bool {
 			return true
 		}
 	default:
-		p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+TOMLType(v))
+		p.at(sc, k, "expected a string (run by /bin/sh -c) or an array of strings (argv), got "+tomlfile.TypeName(v))
 	}
 	return false
 }
@@ -243,7 +244,7 @@ func decodeMode(p *parser, sc scope, k string, v any, s *Spec) bool {
 func decodeNetwork(p *parser, sc scope, k string, v any, s *Spec) bool {
 	b, ok := v.(bool)
 	if !ok {
-		p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+TOMLType(v))
+		p.at(sc, k, "expected a boolean (true shares the host network, false isolates it), got "+tomlfile.TypeName(v))
 		return false
 	}
 	s.Network = &b
@@ -255,7 +256,7 @@ func decodeStrTable(get func(*Spec) *map[string]string) func(p *parser, sc scope
 	return func(p *parser, sc scope, k string, v any, s *Spec) bool {
 		t, ok := v.(map[string]any)
 		if !ok {
-			p.at(sc, k, "expected a table of strings, got "+TOMLType(v))
+			p.at(sc, k, "expected a table of strings, got "+tomlfile.TypeName(v))
 			return false
 		}
 		sm := make(map[string]string, len(t))
@@ -265,7 +266,7 @@ func decodeStrTable(get func(*Spec) *map[string]string) func(p *parser, sc scope
 			str, isStr := ev.(string)
 			switch {
 			case !isStr:
-				p.at(sc, key, "expected a string value, got "+TOMLType(ev)+` (quote it: "...")`)
+				p.at(sc, key, "expected a string value, got "+tomlfile.TypeName(ev)+` (quote it: "...")`)
 			case ek == "" || strings.ContainsAny(ek, "=\x00"):
 				p.at(sc, key, "invalid key: expected a non-empty name without '=' or NUL")
 			case strings.ContainsRune(str, 0):
@@ -284,7 +285,7 @@ func decodeDuration(get func(*Spec) *time.Duration) func(p *parser, sc scope, k 
 	return func(p *parser, sc scope, k string, v any, s *Spec) bool {
 		str, ok := v.(string)
 		if !ok {
-			p.at(sc, k, `expected a duration string like "90s" or "1h30m", got `+TOMLType(v))
+			p.at(sc, k, `expected a duration string like "90s" or "1h30m", got `+tomlfile.TypeName(v))
 			return false
 		}
 		d, err := time.ParseDuration(str)
@@ -306,7 +307,7 @@ func decodeInt(get func(*Spec) *int, lo, hi int64) func(p *parser, sc scope, k s
 	return func(p *parser, sc scope, k string, v any, s *Spec) bool {
 		n, ok := v.(int64)
 		if !ok {
-			p.at(sc, k, "expected an integer, got "+TOMLType(v))
+			p.at(sc, k, "expected an integer, got "+tomlfile.TypeName(v))
 			return false
 		}
 		if n < lo || n > hi {
@@ -366,7 +367,7 @@ func decodePolicy(get func(*Spec) *string, allowed []string) func(p *parser, sc 
 func decodeGrace(p *parser, sc scope, k string, v any, s *Spec) bool {
 	str, ok := v.(string)
 	if !ok {
-		p.at(sc, k, `expected a duration string like "30m" or "2h", got `+TOMLType(v))
+		p.at(sc, k, `expected a duration string like "30m" or "2h", got `+tomlfile.TypeName(v))
 		return false
 	}
 	d, err := time.ParseDuration(str)

@@ -1,7 +1,6 @@
 package jobspec
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,11 +9,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/pelletier/go-toml/v2"
 
 	"paddock/internal/suggest"
+	"paddock/internal/tomlfile"
 )
 
 // ParseFile reads and parses a job file. Relative paths resolve against the
@@ -55,40 +52,24 @@ func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
 		baseDir = abs
 	}
 	p.base = baseDir
-	// A UTF-8 byte-order mark is not TOML, but editors write one; the
-	// decoder would refuse it. Lines do not move.
-	data = bytes.TrimPrefix(data, utf8BOM)
-	// The header scan only reads data: run it beside the decoder (a 10k-job
-	// batch: 13 ms of decoding, 8 ms of scanning).
-	heads := make(chan keyLines, 1)
-	go func() {
-		// Line numbers only; never a reason to crash the caller. FuzzParse
-		// runs the scan on every input, valid TOML or not.
-		defer func() {
-			if recover() != nil {
-				heads <- nil
-			}
-		}()
-		heads <- locateKeys(data, false)
-	}()
-	var raw map[string]any
-	if err := toml.Unmarshal(data, &raw); err != nil {
-		<-heads
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			line, _ := de.Position()
-			key := strings.Join(de.Key(), ".")
-			if key == "" {
-				key = keyOnLine(data, line)
-			}
-			p.add(line, "", key, "invalid TOML: "+strings.TrimPrefix(de.Error(), "toml: "))
+	// A UTF-8 byte-order mark is not TOML, but editors write one. Lines do
+	// not move.
+	data = tomlfile.TrimBOM(data)
+	// The header scan (a fast pass) places the jobs, and lets a large
+	// file be decoded in pieces on several cores.
+	heads := locateHeads(data)
+	raw, err := decodeFile(data, heads)
+	if err != nil {
+		var te *tomlfile.Error
+		if errors.As(err, &te) {
+			p.add(te.Line, "", te.Key, te.Msg)
 		} else {
-			p.add(0, "", "", "invalid TOML: "+strings.TrimPrefix(err.Error(), "toml: "))
+			p.add(0, "", "", err.Error())
 		}
 		return nil, p.err()
 	}
 	p.data = data
-	p.heads = <-heads
+	p.heads = heads
 	specs := p.file2specs(raw)
 	if err := p.err(); err != nil {
 		return nil, err
@@ -96,20 +77,32 @@ func Parse(filename string, data []byte, baseDir string) ([]Spec, error) {
 	return specs, nil
 }
 
+// locateHeads is the header scan of data; nil if it failed. Line numbers
+// only: never a reason to crash the caller (FuzzParse runs the scan on
+// every input, valid TOML or not).
+func locateHeads(data []byte) (heads tomlfile.Lines) {
+	defer func() {
+		if recover() != nil {
+			heads = nil
+		}
+	}()
+	return tomlfile.Locate(data, false)
+}
+
 type parser struct {
 	file  string
 	base  string
 	data  []byte
-	heads keyLines // table headers only (cheap)
-	lines keyLines // every key; computed on the first error
+	heads tomlfile.Lines // table headers only (cheap)
+	lines tomlfile.Lines // every key; computed on the first error
 	errs  []FieldError
 }
 
 func (p *parser) keyLine(path string) int {
 	if p.lines == nil {
-		p.lines = locateKeys(p.data, true)
+		p.lines = tomlfile.Locate(p.data, true)
 	}
-	return p.lines.lookup(path)
+	return p.lines.Lookup(path)
 }
 
 // sortErrors orders errors by line, keeping the order found within a line.
@@ -190,7 +183,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 			f := p.fields(m, scope{kind: scopeDefaults}, true)
 			defaults = &f
 		} else {
-			p.at(top, "defaults", "expected a table ([defaults]), got "+TOMLType(d))
+			p.at(top, "defaults", "expected a table ([defaults]), got "+tomlfile.TypeName(d))
 		}
 	}
 	jobsRaw, batch := raw["job"]
@@ -223,7 +216,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 	}
 	list, ok := tables(jobsRaw)
 	if !ok {
-		p.at(top, "job", "expected an array of tables ([[job]]), got "+TOMLType(jobsRaw))
+		p.at(top, "job", "expected an array of tables ([[job]]), got "+tomlfile.TypeName(jobsRaw))
 		return nil
 	}
 	if len(list) == 0 {
@@ -237,7 +230,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 			sc.name = n
 		}
 		f := p.fields(m, sc, false)
-		line := p.heads.lookup(sc.prefix())
+		line := p.heads.Lookup(sc.prefix())
 		if line == 0 { // job = [{...}, ...]: an inline array of tables
 			line = p.keyLine("job")
 		}
@@ -381,7 +374,7 @@ func (p *parser) hadError(label, key string) bool {
 func (p *parser) str(sc scope, k string, v any) (string, bool) {
 	s, ok := v.(string)
 	if !ok {
-		p.at(sc, k, "expected a string, got "+TOMLType(v))
+		p.at(sc, k, "expected a string, got "+tomlfile.TypeName(v))
 	}
 	return s, ok
 }
@@ -389,14 +382,14 @@ func (p *parser) str(sc scope, k string, v any) (string, bool) {
 func (p *parser) strList(sc scope, k string, v any) ([]string, bool) {
 	arr, ok := v.([]any)
 	if !ok {
-		p.at(sc, k, "expected an array of strings, got "+TOMLType(v))
+		p.at(sc, k, "expected an array of strings, got "+tomlfile.TypeName(v))
 		return nil, false
 	}
 	out := make([]string, 0, len(arr))
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
-			p.at(sc, k, fmt.Sprintf("expected an array of strings, element %d is %s", i+1, TOMLType(e)))
+			p.at(sc, k, fmt.Sprintf("expected an array of strings, element %d is %s", i+1, tomlfile.TypeName(e)))
 			return nil, false
 		}
 		out = append(out, s)
@@ -449,13 +442,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// utf8BOM is the UTF-8 byte-order mark, dropped from the start of job files
-// and the config.
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
-
 // tables returns v as a list of tables when it is an array whose every
 // element is a table ([[job]] tables, or an inline array of inline tables).
 func tables(v any) ([]map[string]any, bool) {
+	if list, ok := v.([]map[string]any); ok { // [[job]] tables
+		return list, true
+	}
 	arr, ok := v.([]any)
 	if !ok {
 		return nil, false
@@ -467,28 +459,4 @@ func tables(v any) ([]map[string]any, bool) {
 		}
 	}
 	return list, true
-}
-
-// TOMLType names the TOML type of a value decoded into an any ("string",
-// "integer", "float", "boolean", "array", "table", "date/time"), for
-// error messages.
-func TOMLType(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case int64:
-		return "integer"
-	case float64:
-		return "float"
-	case bool:
-		return "boolean"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "table"
-	case time.Time, toml.LocalDate, toml.LocalTime, toml.LocalDateTime:
-		return "date/time"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
 }

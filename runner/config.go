@@ -1,22 +1,21 @@
 package runner
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
+	"github.com/BurntSushi/toml"
 
 	"paddock/hooks"
 	"paddock/internal/suggest"
+	"paddock/internal/tomlfile"
 	"paddock/jobspec"
 	"paddock/sandbox"
 )
@@ -235,47 +234,42 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	var problems []string
-	data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF}) // a UTF-8 byte-order mark, as editors write
-	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		var de *toml.DecodeError
-		var sm *toml.StrictMissingError
-		switch {
-		case errors.As(err, &sm):
-			// Unknown keys. Settings tables are maps: free-form, sent to
-			// the hook as JSON, never reported here.
-			for i := range sm.Errors {
-				k := sm.Errors[i].Key()
-				line, _ := sm.Errors[i].Position()
-				cands, last := configKeys, k[len(k)-1]
-				if len(k) > 1 && k[0] == "hook" {
-					cands = hookKeys
-				}
-				problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, line, strings.Join(k, "."), suggest.DidYouMean(last, cands)))
-			}
-		case errors.As(err, &de):
-			line, _ := de.Position()
-			msg := friendlyTypeError(strings.TrimPrefix(de.Error(), "toml: "))
-			if k := de.Key(); len(k) > 0 {
-				msg = strings.Join(k, ".") + ": " + msg
-			}
-			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, line, msg)
-		default:
-			// A TextUnmarshaler's error on a non-string value (lease = 5)
-			// comes without a position: find the key by its value's type.
-			if where := misTyped(data); where != "" {
-				return c, fmt.Errorf("%w: %s:%s", ErrConfig, path, where)
-			}
-			return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
-		}
+	data = tomlfile.TrimBOM(data) // a UTF-8 byte-order mark, as editors write
+	// A value of a type its key does not take is said in the reference's
+	// words, before the decoder would (a duration given as a number would
+	// reach Duration.UnmarshalText as "5").
+	kl := tomlfile.Locate(data, true)
+	if where := misTyped(data, kl); where != "" {
+		return c, fmt.Errorf("%w: %s:%s", ErrConfig, path, where)
 	}
-	for _, h := range c.Hooks {
-		if h.Memory < 0 {
-			problems = append(problems, fmt.Sprintf("%s: hook %q: memory %d is negative", path, h.Name, h.Memory))
+	md, err := tomlfile.Decode(data, &c, configTypeWords)
+	if err != nil {
+		var te *tomlfile.Error
+		if errors.As(err, &te) && te.Line > 0 {
+			return c, fmt.Errorf("%w: %s:%d: %s", ErrConfig, path, te.Line, strings.TrimPrefix(te.Error(), fmt.Sprintf("line %d: ", te.Line)))
 		}
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	// Unknown keys (settings tables are maps: free-form, sent to the hook
+	// as JSON, never reported here). The decoder lists each occurrence, in
+	// file order; the scan places them.
+	seen := map[string]int{} // key -> occurrences placed so far
+	for _, k := range md.Undecoded() {
+		if len(k) > 2 && k[0] == "hook" && k[1] == "settings" {
+			continue // inside a settings table: the hook's to judge
+		}
+		cands, last := configKeys, k[len(k)-1]
+		if len(k) > 1 && k[0] == "hook" {
+			cands = hookKeys
+		}
+		line := undecodedLine(kl, k, seen[k.String()])
+		seen[k.String()]++
+		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, line, k.String(), suggest.DidYouMean(last, cands)))
 	}
 	c.Path = path
-	c.hookLines = tableLines(data, "hook")
+	for i := range c.Hooks {
+		c.hookLines = append(c.hookLines, kl["hook."+strconv.Itoa(i)])
+	}
 	dir := filepath.Dir(path)
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
 		c.StateDir = filepath.Join(dir, c.StateDir)
@@ -294,7 +288,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 			continue
 		}
 		key, _, _ := strings.Cut(p.msg, ":")
-		if l := keyLine(data, []string{key}); l > 0 {
+		if l := kl[key]; l > 0 {
 			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, l, p.msg))
 			continue
 		}
@@ -459,23 +453,26 @@ func (c Config) HookConfigs() []hooks.Config {
 	return out
 }
 
-// misTyped finds the first duration key whose value is not a string, or a
-// hook memory that is neither an integer nor a string, and returns
-// "LINE: KEY: expected ..., got a TOML TYPE"; "" when there is none.
-func misTyped(data []byte) string {
+// misTyped finds the first duration key whose value is not a string, a
+// hook memory that is neither an integer nor a string, or hook settings
+// that are not a table, and returns "LINE: KEY: expected ..., got a TOML
+// TYPE"; "" when there is none (or data is not TOML: the decoder says
+// so). kl places the keys.
+func misTyped(data []byte, kl tomlfile.Lines) string {
 	var m map[string]any
-	if toml.Unmarshal(data, &m) != nil {
+	if _, err := tomlfile.Decode(data, &m, nil); err != nil {
 		return ""
 	}
 	durations := []string{"default_timeout", "retention", "lease", "kill_grace", "shutdown_grace"}
-	check := func(table map[string]any, key, dotted string, ok func(any) bool, want string) string {
+	check := func(table map[string]any, key, path, dotted string, ok func(any) bool, want string) string {
 		v, present := table[key]
 		if !present || ok(v) {
 			return ""
 		}
-		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", keyLine(data, strings.Split(dotted, ".")), dotted, want, jobspec.TOMLType(v))
+		return fmt.Sprintf("%d: %s: expected %s, got a TOML %s", kl.Lookup(path), dotted, want, tomlfile.TypeName(v))
 	}
 	isString := func(v any) bool { _, ok := v.(string); return ok }
+	isTable := func(v any) bool { _, ok := v.(map[string]any); return ok }
 	isSize := func(v any) bool {
 		switch v.(type) {
 		case string, int64:
@@ -484,78 +481,51 @@ func misTyped(data []byte) string {
 		return false
 	}
 	for _, k := range durations {
-		if w := check(m, k, k, isString, `a duration string such as "30s"`); w != "" {
+		if w := check(m, k, k, k, isString, `a duration string such as "30s"`); w != "" {
 			return w
 		}
 	}
-	hooks, _ := m["hook"].([]any)
-	for _, h := range hooks {
-		t, _ := h.(map[string]any)
-		if w := check(t, "timeout", "hook.timeout", isString, `a duration string such as "30s"`); w != "" {
+	hooks, _ := m["hook"].([]map[string]any) // [[hook]] tables
+	for i, t := range hooks {
+		at := "hook." + strconv.Itoa(i) + "."
+		if w := check(t, "timeout", at+"timeout", "hook.timeout", isString, `a duration string such as "30s"`); w != "" {
 			return w
 		}
-		if w := check(t, "memory", "hook.memory", isSize, `a size (bytes, or a string such as "64MiB")`); w != "" {
+		if w := check(t, "memory", at+"memory", "hook.memory", isSize, `a size (bytes, or a string such as "64MiB")`); w != "" {
+			return w
+		}
+		if w := check(t, "settings", at+"settings", "hook.settings", isTable, "a table"); w != "" {
 			return w
 		}
 	}
 	return ""
 }
 
-var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into (?:struct field )?\S+ of type (.+)$`)
-
-// friendlyTypeError rewrites the decoder's type-mismatch message, which
-// names Go types ("into struct field runner.Config.Concurrency of type
-// int"), into the words of the config reference.
-func friendlyTypeError(msg string) string {
-	m := typeMismatch.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	want := map[string]string{
-		"int": "an integer", "int64": "an integer", "string": "a string", "bool": "a boolean",
-		"[]string": "an array of strings", "runner.Duration": "a duration string such as \"30s\"",
-		"*runner.Duration": "a duration string such as \"30s\"", "runner.ByteSize": "a size (bytes, or a string such as \"64MiB\")",
-		"[]runner.HookConfig": "[[hook]] tables", "runner.HookConfig": "a [[hook]] table", "map[string]interface {}": "a table",
-	}[m[2]]
-	if want == "" {
-		return msg
-	}
-	return "expected " + want + ", got a TOML " + m[1]
+// configTypeWords names, in the reference's words, the types the
+// decoder names when a value does not fit its key.
+var configTypeWords = map[string]string{
+	"integer": "an integer", "string": "a string", "boolean": "a boolean", "float": "a number",
+	"slice": "an array", "map": "a table",
 }
 
-// tableLines returns the line (1-based) of each [[name]] header of data,
-// in order.
-func tableLines(data []byte, name string) []int {
-	var out []int
-	for i, line := range strings.Split(string(data), "\n") {
-		t := strings.TrimSpace(line)
-		if h, ok := strings.CutPrefix(t, "[["); ok {
-			if h, _, ok := strings.Cut(h, "]]"); ok && strings.TrimSpace(h) == name {
-				out = append(out, i+1)
+// undecodedLine is the line of the n-th occurrence (0-based) of the
+// unknown key k: top-level keys and [[hook]] keys ("hook", "0", key) are
+// placed; 0 when the scan cannot tell.
+func undecodedLine(kl tomlfile.Lines, k toml.Key, n int) int {
+	if len(k) >= 2 && k[0] == "hook" {
+		rest := strings.Join(k[1:], ".")
+		for i := 0; ; i++ {
+			head := "hook." + strconv.Itoa(i)
+			if _, ok := kl[head]; !ok {
+				return 0
+			}
+			if l, ok := kl[head+"."+rest]; ok {
+				if n == 0 {
+					return l
+				}
+				n--
 			}
 		}
 	}
-	return out
-}
-
-// keyLine finds the line (1-based) that defines the last part of key k, for
-// error messages; 0 when it cannot tell.
-func keyLine(data []byte, k []string) int {
-	if len(k) == 0 {
-		return 0
-	}
-	last := k[len(k)-1]
-	for i, line := range strings.Split(string(data), "\n") {
-		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, last) {
-			rest := strings.TrimSpace(strings.TrimPrefix(t, last))
-			if strings.HasPrefix(rest, "=") {
-				return i + 1
-			}
-		}
-		if dotted := strings.Join(k, "."); t == "["+dotted+"]" || t == "[["+dotted+"]]" {
-			return i + 1
-		}
-	}
-	return 0
+	return kl.Lookup(k.String())
 }

@@ -84,7 +84,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"unknown key with line", "concurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\" (did you mean \"concurrency\"?)"}},
 		{"wrong type", "concurrency = \"two\"\n", []string{":1: concurrency: expected an integer, got a TOML string"}},
 		{"wrong type in hook", "[[hook]]\nname = \"h\"\npath = \"x\"\nmay_widen = \"yes\"\n", []string{":4: hook.may_widen: expected a boolean, got a TOML string"}},
-		{"negative memory", "[[hook]]\nname = \"h\"\npath = \"x\"\nmemory = -5\n", []string{"hook \"h\": memory -5 is negative"}},
+		{"negative memory", "[[hook]]\nname = \"h\"\npath = \"x\"\nmemory = -5\n", []string{":4: hook.memory: size \"-5\": want a non-negative integer"}},
 		{"bad mode", "lease = \"5s\"\ndefault_mode = \"yolo\"\n", []string{":2: default_mode", "yolo"}},
 		{"bad duration", "lease = \"soon\"\n", []string{"Go duration"}},
 		{"negative duration", "kill_grace = \"-1s\"\n", []string{"negative"}},

@@ -1,26 +1,28 @@
-package jobspec
+package tomlfile
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
 )
 
-// keyLines maps key paths to the line they are defined on. Decoding into a
-// map keeps no positions, so this scanner finds them itself. It only runs on text the TOML parser accepted, and only
-// has to be good enough for error messages: a path it cannot place falls
-// back to its parent (ultimately the job's own line).
+// Lines maps key paths to the line (1-based) they are defined on.
+// Decoding keeps no positions, so [Locate] finds them itself. It only runs
+// on text the TOML parser accepted, and only has to be good enough for
+// error messages: a path it cannot place falls back to its parent
+// ([Lines.Lookup]).
 //
-// With keys false only table headers are recorded (the cheap pass used for
-// every file); with keys true every key is (used once a file has errors).
-//
-// Paths: "name" (single-job file), "defaults.env", "job.3.timeout"
-// (0-based index of the [[job]] table), "job.3.env.HOME".
-type keyLines map[string]int
+// Paths: "name", "defaults.env", "job.3.timeout" (the 0-based index of a
+// [[job]] table: every array of tables is indexed), "job.3.env.HOME"
+// (a [job.env] table or an env key inside the fourth [[job]]).
+type Lines map[string]int
 
-func locateKeys(data []byte, keys bool) keyLines {
-	kl := keyLines{}
-	jobIdx := -1
+// Locate scans data, which the TOML decoder accepted. With keys false only
+// table headers are recorded (the cheap pass, about as fast as decoding);
+// with keys true every key is. It never panics (FuzzParse runs it on any
+// text).
+func Locate(data []byte, keys bool) Lines {
+	kl := Lines{}
+	arrays := map[string]int{} // [[name]] -> index of its current table
 	section := ""
 	inML := ""
 	depth := 0
@@ -49,19 +51,21 @@ func locateKeys(data []byte, keys bool) keyLines {
 			case strings.HasPrefix(t, "[["):
 				path, _, ok := parseKeyPath(t[2:])
 				if ok {
-					if len(path) == 1 && path[0] == "job" {
-						jobIdx++
-						section = "job." + strconv.Itoa(jobIdx)
-					} else {
-						section = sectionFor(path, jobIdx)
+					name := strings.Join(path, ".")
+					i, seen := arrays[name]
+					if seen {
+						i++
 					}
+					arrays[name] = i
+					section = name + "." + strconv.Itoa(i)
+					setLine(kl, name, line)
 					setLine(kl, section, line)
 				}
 				s = ""
 			case strings.HasPrefix(t, "["):
 				path, _, ok := parseKeyPath(t[1:])
 				if ok {
-					section = sectionFor(path, jobIdx)
+					section = sectionFor(path, arrays)
 					setLine(kl, section, line)
 				}
 				s = ""
@@ -95,43 +99,10 @@ func locateKeys(data []byte, keys bool) keyLines {
 	return kl
 }
 
-// KeyLines scans a job file's text once and returns a function giving the
-// line (1-based) where the job that starts at jobLine (Spec.Line) sets key,
-// or where [defaults] sets it; jobLine itself when neither can be placed
-// (source is not that file's TOML, say). Used for errors found after
-// parsing: an `after` name the queue does not know, an unknown hook name.
-// The scan costs about as much as parsing, so callers run it only once
-// they have an error to report.
-func KeyLines(source []byte) func(jobLine int, key string) int {
-	kl := locateKeys(bytes.TrimPrefix(source, utf8BOM), true)
-	byLine := map[int]string{}
-	for path, l := range kl {
-		if rest, ok := strings.CutPrefix(path, "job."); ok && !strings.Contains(rest, ".") {
-			byLine[l] = path
-		}
-	}
-	return func(jobLine int, key string) int {
-		prefix, batch := byLine[jobLine]
-		own := key
-		if batch {
-			own = prefix + "." + key
-		} else if jobLine != 1 {
-			return jobLine // not a job of this text
-		}
-		if l, ok := kl[own]; ok {
-			return l
-		}
-		if l, ok := kl["defaults."+key]; ok {
-			return l
-		}
-		return jobLine
-	}
-}
-
-// keyOnLine returns the dotted key that line (1-based) of data assigns
+// KeyOnLine returns the dotted key that line (1-based) of data assigns
 // ("key = ..."), or "" when the line does not start with one. It names the
 // key of a TOML syntax error, whose decoder reports only a position.
-func keyOnLine(data []byte, line int) string {
+func KeyOnLine(data []byte, line int) string {
 	rest := string(data)
 	for i := 1; i < line; i++ {
 		j := strings.IndexByte(rest, '\n')
@@ -150,15 +121,17 @@ func keyOnLine(data []byte, line int) string {
 	return strings.Join(path, ".")
 }
 
-func setLine(kl keyLines, k string, line int) {
+func setLine(kl Lines, k string, line int) {
 	if _, ok := kl[k]; !ok {
 		kl[k] = line
 	}
 }
 
-func sectionFor(path []string, jobIdx int) string {
-	if len(path) > 0 && path[0] == "job" {
-		return "job." + strconv.Itoa(max(jobIdx, 0)) + joinTail(path[1:])
+// sectionFor is the path of a [table] header: inside the current table of
+// an array of tables when it extends one ([job.env] after [[job]]).
+func sectionFor(path []string, arrays map[string]int) string {
+	if i, ok := arrays[path[0]]; ok && len(path) > 1 {
+		return path[0] + "." + strconv.Itoa(i) + joinTail(path[1:])
 	}
 	return strings.Join(path, ".")
 }
@@ -170,9 +143,9 @@ func joinTail(p []string) string {
 	return "." + strings.Join(p, ".")
 }
 
-// lookup returns the line of path or of its nearest known ancestor; 0 when
+// Lookup returns the line of path or of its nearest known ancestor; 0 when
 // none is known.
-func (kl keyLines) lookup(path string) int {
+func (kl Lines) Lookup(path string) int {
 	for {
 		if l, ok := kl[path]; ok {
 			return l
