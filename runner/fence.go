@@ -45,6 +45,7 @@ import (
 // is immutable and safe for concurrent use.
 type Fence struct {
 	stateDir  string   // canonical; "" = none
+	config    []string // the config files among protected: they can move (--config)
 	protected []string // absolute as given and canonical as far as they exist
 	hidden    []string // absolute as given and canonical
 	cache     *fenceCache
@@ -111,6 +112,7 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 		f.stateDir = canonicalPrefix(stateDir)
 	}
 	f.protected = addPaths(f.protected, stateDir, cfg.Path, cfg.StateDir)
+	f.config = addPaths(nil, cfg.Path)
 	for _, h := range cfg.Hooks {
 		f.protected = addPaths(f.protected, h.Path)
 	}
@@ -319,10 +321,24 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 			return fmt.Errorf("runner: %s is inside %s, which paddock hides from every job (one of its own directories)", root, inHidden)
 		}
 		if p, ok := protected[rootID]; ok {
-			return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): choose a workspace and writable paths that do not contain it, or move the state directory (--state-dir) or the config (--config)", root, p)
+			return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, p, f.advice(p))
 		}
 	}
 	return nil
+}
+
+// advice says how to run a job whose writable tree contains protected
+// path p: always another workspace; another state directory or config
+// when p is one of those (the binary, bwrap and the hook modules stay).
+func (f Fence) advice(p string) string {
+	a := "choose a workspace and writable paths that do not contain it"
+	switch {
+	case slices.Contains(f.config, p):
+		return a + ", or move the config (--config)"
+	case f.stateDir != "" && (p == f.stateDir || canonicalPrefix(p) == f.stateDir):
+		return a + ", or use another state directory (--state-dir)"
+	}
+	return a
 }
 
 // statPathID is the identity of the directory path leads to (symlinks

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -156,4 +157,26 @@ func BenchmarkFencePin(b *testing.B) {
 		}
 		pins.Close()
 	}
+}
+
+// The advice of a refusal fixes it: another workspace always; another
+// state directory or config only when that is what the workspace holds
+// (the paddock binary and bwrap cannot move out of the way).
+func TestFenceAdvice(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	state, cfg, bin := filepath.Join(home, "state"), filepath.Join(home, "conf", "config.toml"), filepath.Join(home, "bin", "paddock")
+	for _, d := range []string{filepath.Dir(cfg), filepath.Dir(bin)} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+	}
+	f := FenceFor(state, Config{Path: cfg}, bin)
+	for _, tc := range []struct{ ws, advice string }{
+		{filepath.Join(home, "bin"), "choose a workspace and writable paths that do not contain it"},
+		{filepath.Join(home, "conf"), "choose a workspace and writable paths that do not contain it, or move the config (--config)"},
+	} {
+		err := checkJob(f, hooks.Job{ID: "j", Argv: []string{"true"}, Mode: "workspace_write", Workspace: tc.ws, Network: true})
+		require.Error(t, err, tc.ws)
+		require.True(t, strings.HasSuffix(err.Error(), "): "+tc.advice), err.Error())
+	}
+	require.Equal(t, "choose a workspace and writable paths that do not contain it, or use another state directory (--state-dir)", f.advice(f.stateDir))
 }
