@@ -23,7 +23,7 @@ type jobKey struct {
 	inherit func(s, d *Spec, own bool)
 }
 
-// jobKeys is every key of a job table, in the README's order. A key's
+// jobKeys is every key of a job table, in the order of docs/job-files.md. A key's
 // index is its bit in keySet.
 var jobKeys = []jobKey{
 	{"name", decodeName, nil},
@@ -57,7 +57,7 @@ var keyIndex = func() map[string]int {
 	return m
 }()
 
-// KeyNames returns the keys of a job table, in the README's order.
+// KeyNames returns the keys of a job table, in the order of docs/job-files.md.
 func KeyNames() []string {
 	out := make([]string, len(jobKeys))
 	for i, k := range jobKeys {

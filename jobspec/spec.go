@@ -18,7 +18,7 @@ import (
 )
 
 // Spec is one job as parsed from TOML, after [defaults] are applied and
-// relative paths resolved. The README's "Job files" section documents every
+// relative paths resolved. docs/job-files.md documents every
 // field and its default. The zero value of each field means "default".
 type Spec struct {
 	Name      string            `json:"name,omitempty"`      // "" = unnamed (addressed by id only)

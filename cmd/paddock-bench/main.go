@@ -5,7 +5,7 @@
 // ratio (the median of each run's ratio to the baseline's sample of the
 // same run, with their range), which the load's drift moves less.
 //
-// Scenarios (README.md, "Performance", shows a table and how to reproduce
+// Scenarios (docs/performance.md shows a table and how to reproduce
 // it):
 //
 //  1. throughput: N trivial confined jobs (/bin/true, workspace_write) at

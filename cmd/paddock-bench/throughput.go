@@ -133,7 +133,7 @@ func vmHWM(path string) int {
 }
 
 // throughputConfig is the config of the throughput installation: one
-// reactor hook, as the issue asks.
+// reactor hook (tighten), the cost of a real policy on every job.
 func (b *bench) throughputConfig() string {
 	return fmt.Sprintf("[[hook]]\nname = \"tighten\"\npath = %q\nsettings = { dry_run = [\"rsync\"] }\n", filepath.Join(b.o.hooksDir, "tighten.wasm"))
 }

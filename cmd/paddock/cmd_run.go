@@ -15,7 +15,7 @@ import (
 )
 
 // Exit statuses of `paddock run` when the job did not exit by itself;
-// README.md ("Exit codes") documents them.
+// docs/commands.md ("Exit codes") documents them.
 const (
 	exitRunTimeout   = 124 // the job timed out and was stopped (as timeout(1))
 	exitRunnerFailed = 125 // the sandbox or the runner failed; the command never ran

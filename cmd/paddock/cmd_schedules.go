@@ -37,7 +37,7 @@ instance's state, and the newest decision of the scheduler.
 A job-file entry with a schedule key is a schedule; paddock submit stores
 it and every worker enqueues one instance per tick, an ordinary job named
 NAME-<tick> with the label schedule=NAME (paddock ls --label schedule=NAME).
-See README.md, "Schedules".`,
+See docs/job-files.md, "Schedules".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSchedules(cmd.Context(), cmd, opts, gopts)

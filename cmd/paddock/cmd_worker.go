@@ -300,8 +300,8 @@ const jobsPerProc = 4
 // record) in short bursts. With idle processors, each burst wakes the Go
 // scheduler's spinning threads, which look for work to steal and sleep
 // 3 µs at a time in between. When the jobs fill the CPUs, that is about
-// a sixth of the worker's CPU time, taken from the jobs (README,
-// "Performance"). When CPUs are left over, a second processor lets the
+// a sixth of the worker's CPU time, taken from the jobs (docs/performance.md).
+// When CPUs are left over, a second processor lets the
 // worker record one job while it starts the next. One processor per four
 // slots keeps up with ~250 jobs a second (at ~4 ms of CPU per job), and
 // hook decisions (~0.2 ms) rarely wait for each other.

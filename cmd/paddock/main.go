@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exit codes shared by every command; README.md ("Exit codes") documents them.
+// Exit codes shared by every command; docs/commands.md ("Exit codes") documents them.
 const (
 	exitOK      = 0
 	exitFailure = 1 // the command ran and reported failure (a denied hook, a failed job), or the state directory or queue database cannot be used

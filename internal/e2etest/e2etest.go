@@ -361,7 +361,7 @@ func RequireNoProcess(t testing.TB, marker string) {
 // process whose command line names dir. A worker killed with SIGKILL just
 // as it starts a job can leave that job's bwrap idle (bubblewrap 0.8.0 sets
 // its kill-with-parent only after a moment: containers/bubblewrap#633; the
-// README says so); a test that kills workers should not leave them on the
+// docs/fence.md says so); a test that kills workers should not leave them on the
 // machine.
 func KillStrayBwraps(t testing.TB, dir string) {
 	t.Cleanup(func() {
