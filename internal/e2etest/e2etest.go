@@ -124,13 +124,19 @@ func Setup(t *testing.T, config string) *Bundle {
 		config = DefaultConfig
 	}
 	require.NoError(t, os.WriteFile(b.Config, []byte(config), 0o600))
+	require.NoError(t, os.Mkdir(b.tmpDir(), 0o700))
 	return b
 }
+
+// tmpDir is the TMPDIR of the bundle's paddock processes.
+func (b *Bundle) tmpDir() string { return filepath.Join(b.Dir, "tmp") }
 
 // Cmd returns paddock with the bundle's state dir and config and args.
 func (b *Bundle) Cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, b.Bin, append([]string{"--state-dir", b.State, "--config", b.Config}, args...)...)
-	c.Env = append(append(os.Environ(), "PADDOCK_STATE_DIR="), b.Env...)
+	// A TMPDIR of the bundle's own: what a process killed with SIGKILL
+	// leaves there (the probe's scratch directory) goes with the test.
+	c.Env = append(append(os.Environ(), "PADDOCK_STATE_DIR=", "TMPDIR="+b.tmpDir()), b.Env...)
 	return c
 }
 
