@@ -422,7 +422,7 @@ func adjustedFields(a *Adjustment) []string {
 	var out []string
 	has := map[string]bool{
 		"argv": a.Argv != nil, "env": a.Env != nil, "cwd": a.Cwd != nil, "mode": a.Mode != nil,
-		"network": a.Network != nil, "writable": a.Writable != nil, "timeout_s": a.TimeoutS != nil,
+		"network": a.Network != nil, "unix_sockets": a.UnixSockets != nil, "writable": a.Writable != nil, "timeout_s": a.TimeoutS != nil,
 	}
 	for _, f := range adjustableFields {
 		if has[f] {
@@ -447,7 +447,7 @@ func jobEqual(a, b Job) bool {
 		return true
 	}
 	return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && eqMap(a.Env, b.Env) &&
-		a.Cwd == b.Cwd && a.Workspace == b.Workspace && a.Mode == b.Mode && a.Network == b.Network &&
+		a.Cwd == b.Cwd && a.Workspace == b.Workspace && a.Mode == b.Mode && a.Network == b.Network && a.UnixSockets == b.UnixSockets &&
 		slices.Equal(a.Writable, b.Writable) && a.TimeoutS == b.TimeoutS && a.Attempt == b.Attempt &&
 		eqMap(a.Labels, b.Labels)
 }

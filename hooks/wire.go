@@ -35,6 +35,9 @@ type Job struct {
 	// Network is true when the job shares the host network. Adjustable;
 	// false to true needs [Config.MayWiden].
 	Network bool `json:"network"`
+	// UnixSockets is true when the job may create Unix sockets. Adjustable;
+	// false to true needs [Config.MayWiden].
+	UnixSockets bool `json:"unix_sockets"`
 	// Writable lists extra absolute writable roots. Adjustable (replaced as
 	// a whole); a root not equal to or under an existing one needs
 	// [Config.MayWiden]. nil is sent as [].
@@ -156,6 +159,9 @@ type Adjustment struct {
 	Mode *string `json:"mode,omitempty"`
 	// Network replaces [Job.Network]; false to true needs [Config.MayWiden].
 	Network *bool `json:"network,omitempty"`
+	// UnixSockets replaces [Job.UnixSockets]; false to true needs
+	// [Config.MayWiden].
+	UnixSockets *bool `json:"unix_sockets,omitempty"`
 	// Writable replaces [Job.Writable] as a whole; new roots need
 	// [Config.MayWiden].
 	Writable []string `json:"writable,omitempty"`
@@ -164,7 +170,7 @@ type Adjustment struct {
 }
 
 // adjustableFields are the wire names an adjustment may carry, in order.
-var adjustableFields = []string{"argv", "env", "cwd", "mode", "network", "writable", "timeout_s"}
+var adjustableFields = []string{"argv", "env", "cwd", "mode", "network", "unix_sockets", "writable", "timeout_s"}
 
 // ParseDecision parses data as exactly one decision object (surrounding
 // whitespace allowed). It is strict: unknown fields (at the top level and in
@@ -254,6 +260,8 @@ func parseAdjustment(data []byte) (*Adjustment, error) {
 			err = json.Unmarshal(v, &a.Mode)
 		case "network":
 			err = json.Unmarshal(v, &a.Network)
+		case "unix_sockets":
+			err = json.Unmarshal(v, &a.UnixSockets)
 		case "writable":
 			a.Writable = []string{}
 			err = json.Unmarshal(v, &a.Writable)
@@ -299,8 +307,9 @@ var modeRank = func() map[string]int {
 //
 // Wrapping [ErrWiden], unless mayWiden: a mode wider than job's (read_only <
 // workspace_write < danger_full_access; an unknown or empty current mode
-// counts as read_only); network from false to true; a writable root that is
-// neither equal to nor under one of job's writable roots.
+// counts as read_only); network or unix_sockets from false to true; a
+// writable root that is neither equal to nor under one of job's writable
+// roots.
 func ApplyAdjustment(job Job, a *Adjustment, mayWiden bool) (Job, []string, error) {
 	bad := func(format string, args ...any) (Job, []string, error) {
 		return Job{}, nil, fmt.Errorf("%w: %s", ErrBadDecision, fmt.Sprintf(format, args...))
@@ -365,6 +374,13 @@ func ApplyAdjustment(job Job, a *Adjustment, mayWiden bool) (Job, []string, erro
 		}
 		out.Network = *a.Network
 		changed = append(changed, "network")
+	}
+	if a.UnixSockets != nil {
+		if !mayWiden && *a.UnixSockets && !job.UnixSockets {
+			return widen("unix_sockets false -> true")
+		}
+		out.UnixSockets = *a.UnixSockets
+		changed = append(changed, "unix_sockets")
 	}
 	if a.Writable != nil {
 		for _, w := range a.Writable {

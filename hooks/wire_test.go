@@ -33,6 +33,8 @@ func TestParseDecision(t *testing.T) {
 		{in: `{"decision":"adjust","reason":"r","job":{"argv":"ls"}}`, want: ErrBadDecision, contain: `"argv"`},
 		{in: `{"decision":"adjust","reason":"r","job":{"argv":null}}`, want: ErrBadDecision, contain: "null"},
 		{in: `{"decision":"adjust","reason":"r","job":{"colour":1}}`, want: ErrBadDecision, contain: "unknown field"},
+		{in: `{"decision":"adjust","reason":"r","job":{"unix_sockets":"yes"}}`, want: ErrBadDecision, contain: `"unix_sockets"`},
+		{in: `{"decision":"adjust","reason":"r","job":{"unix_sockets":false}}`},
 	} {
 		_, err := ParseDecision([]byte(tc.in))
 		if tc.want == nil {
@@ -64,6 +66,9 @@ func TestApplyAdjustment(t *testing.T) {
 		{name: "unknown mode", a: Adjustment{Mode: str("yolo")}, mayWiden: true, want: ErrBadDecision},
 		{name: "network on", a: Adjustment{Network: &yes}, want: ErrWiden},
 		{name: "network off", a: Adjustment{Network: &no}},
+		{name: "unix sockets on", a: Adjustment{UnixSockets: &yes}, want: ErrWiden},
+		{name: "unix sockets on allowed", a: Adjustment{UnixSockets: &yes}, mayWiden: true, check: func(t *testing.T, j Job) { require.True(t, j.UnixSockets) }},
+		{name: "unix sockets off", a: Adjustment{UnixSockets: &no}, check: func(t *testing.T, j Job) { require.False(t, j.UnixSockets) }},
 		{name: "writable under", a: Adjustment{Writable: []string{"/data/sub", "/data"}}},
 		{name: "writable none", a: Adjustment{Writable: []string{}}, check: func(t *testing.T, j Job) { require.Empty(t, j.Writable) }},
 		{name: "writable new", a: Adjustment{Writable: []string{"/etc"}}, want: ErrWiden},

@@ -32,6 +32,7 @@ var jobKeys = []jobKey{
 	{"workspace", decodeDir(func(s *Spec) *string { return &s.Workspace }), unlessOwn(func(s *Spec) *string { return &s.Workspace }, same)},
 	{"mode", decodeMode, unlessOwn(func(s *Spec) *string { return &s.Mode }, same)},
 	{"network", decodeNetwork, unlessOwn(func(s *Spec) **bool { return &s.Network }, cloneBool)},
+	{"unix_sockets", decodeUnixSockets, unlessOwn(func(s *Spec) *bool { return &s.UnixSockets }, same)},
 	{"writable", decodeWritable, unlessOwn(func(s *Spec) *[]string { return &s.Writable }, slices.Clone)},
 	{"env", decodeStrTable(func(s *Spec) *map[string]string { return &s.Env }), mergeTable(func(s *Spec) *map[string]string { return &s.Env })},
 	{"timeout", decodeDuration(func(s *Spec) *time.Duration { return &s.Timeout }), unlessOwn(func(s *Spec) *time.Duration { return &s.Timeout }, same)},
@@ -248,6 +249,16 @@ func decodeNetwork(p *parser, sc scope, k string, v any, s *Spec) bool {
 		return false
 	}
 	s.Network = &b
+	return true
+}
+
+func decodeUnixSockets(p *parser, sc scope, k string, v any, s *Spec) bool {
+	b, ok := v.(bool)
+	if !ok {
+		p.at(sc, k, "expected a boolean (true lets the job create Unix sockets, false refuses them), got "+tomlfile.TypeName(v))
+		return false
+	}
+	s.UnixSockets = b
 	return true
 }
 

@@ -38,6 +38,9 @@ type Spec struct {
 	After     []string          `json:"after,omitempty"`    // names or ids of jobs that must succeed first
 	Schedule  string            `json:"schedule,omitempty"` // cron expression (ParseCron); "" = a one-off job
 	Timezone  string            `json:"timezone,omitempty"` // IANA name checked with time.LoadLocation; "" = UTC
+	// UnixSockets lets the job create Unix sockets (unix_sockets = true);
+	// false (the default) refuses socket(AF_UNIX, ...) in its sandbox.
+	UnixSockets bool `json:"unix_sockets,omitempty"`
 	// Overlap, Missed and MissedGrace apply to schedules only; see
 	// OverlapSkip, MissedRunOnce and MissedGraceDefault for the defaults.
 	Overlap     string        `json:"overlap,omitempty"`      // skip | queue | allow; "" = skip

@@ -23,6 +23,7 @@ labels.team = "web"
 retries = 2
 backoff = "5s"
 writable = ["cache"]
+unix_sockets = true
 
 [[job]]
 name = "build"
@@ -42,6 +43,7 @@ overlap = "queue"
 schedule = "@daily"
 timezone = "Europe/Paris"
 retries = 0
+unix_sockets = false
 `
 	specs, err := jobspec.Parse("jobs.toml", []byte(src), "/srv/jobs")
 	require.NoError(t, err)
@@ -51,12 +53,12 @@ retries = 0
 		Name: "build", Command: []string{"/bin/sh", "-c", "make all"}, Cwd: "/abs/dir", Workspace: "/srv/jobs/ws",
 		Mode: "workspace_write", Network: &no, Writable: []string{"/srv/jobs/cache"},
 		Env: map[string]string{"A": "1", "B": "2"}, Timeout: 90 * time.Minute, Retries: 2, Backoff: 5 * time.Second,
-		Priority: 5, Labels: map[string]string{"team": "web"}, Line: 10,
+		Priority: 5, Labels: map[string]string{"team": "web"}, UnixSockets: true, Line: 11,
 	}, specs[0])
 	require.Equal(t, jobspec.Spec{
 		Name: "test", Command: []string{"go", "test", "./..."}, Mode: "workspace_write", Writable: []string{"/srv/jobs/cache"},
 		Env: map[string]string{"A": "1", "B": "x"}, Retries: 0, Backoff: 5 * time.Second, Labels: map[string]string{"team": "web"},
-		Hooks: []string{"no-curl"}, Schedule: "@daily", Timezone: "Europe/Paris", Overlap: "queue", Line: 20,
+		Hooks: []string{"no-curl"}, Schedule: "@daily", Timezone: "Europe/Paris", Overlap: "queue", Line: 21,
 	}, specs[1])
 	// defaults are not shared between jobs
 	specs[0].Env["A"] = "changed"
@@ -104,6 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"name in defaults", "[defaults]\nname = \"x\"\n" + job(""), 2, "name", "cannot be a default"},
 		{"duplicate names", job("") + job(""), 4, "name", "duplicate name: the job at line 1"},
 		{"network wrong type", job("network = \"no\"\n"), 4, "network", "expected a boolean"},
+		{"unix_sockets wrong type", job("unix_sockets = 1\n"), 4, "unix_sockets", "expected a boolean (true lets the job create Unix sockets"},
 		{"timeout wrong type", job("timeout = 30\n"), 4, "timeout", `expected a duration string like "90s"`},
 		{"timeout bad", job("timeout = \"5 minutes\"\n"), 4, "timeout", "invalid duration"},
 		{"timeout negative", job("timeout = \"-5s\"\n"), 4, "timeout", "negative duration"},

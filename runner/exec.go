@@ -51,11 +51,32 @@ type Executor struct {
 	// `paddock` would use, its binary, bwrap on $PATH). Defaults to
 	// FenceFor(StateDir, Config), built once at the first job.
 	Fence *Fence
+	// Launcher is the binary bound into every confined job as its first
+	// program when the host has the Landlock layer (package
+	// sandbox/launch): it is read, never closed by the Executor, and
+	// shared by concurrent jobs. Defaults to this process's own
+	// executable ([sandbox.OpenLauncher]), opened at the first confined
+	// job: the program must then call launch.Dispatch first in main.
+	Launcher *os.File
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 
 	fenceOnce    sync.Once
 	defaultFence Fence
+
+	launcherOnce sync.Once
+	launcher     *os.File
+	launcherErr  error
+}
+
+// launcherFile returns e.Launcher, or this process's executable opened
+// once.
+func (e *Executor) launcherFile() (*os.File, error) {
+	if e.Launcher != nil {
+		return e.Launcher, nil
+	}
+	e.launcherOnce.Do(func() { e.launcher, e.launcherErr = sandbox.OpenLauncher() })
+	return e.launcher, e.launcherErr
 }
 
 // fence returns e.Fence, or the default one built once.
@@ -186,16 +207,23 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	if confined && e.ProbeErr != nil {
 		return finish(queue.OutcomeRunnerFailed, e.unusableReason(mode))
 	}
-	// The roots are bound by descriptor: fd 3 is bwrap's status pipe
-	// (sandbox.StatusFD), the roots follow in order.
-	var rootFDs []int
+	// What bwrap inherits (sandbox.Inherited, in descriptor order): the
+	// status pipe, the layers' files, the pinned roots.
+	d := sandbox.Discovered()
+	var (
+		rootFDs []int
+		in      sandbox.Inherited
+	)
 	if confined {
-		rootFDs = make([]int, len(pins.Files()))
-		for i := range rootFDs {
-			rootFDs[i] = sandbox.StatusFD + 1 + i
+		rootFDs = sandbox.RootFDs(len(pins.Files()))
+		in.Roots = pins.Files()
+		if d.LandlockABI > 0 {
+			if in.Launcher, err = e.launcherFile(); err != nil {
+				return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
+			}
 		}
 	}
-	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: sandbox.Discovered(), RootFDs: rootFDs})
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs})
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
@@ -227,9 +255,16 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		var once sync.Once
 		exiting = func() { once.Do(p.Exiting) }
 	}
+	if confined && d.Seccomp {
+		// A pipe bwrap reads to its end: one per spawn.
+		if in.Seccomp, err = sandbox.SeccompFile(policy); err != nil {
+			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
+		}
+		defer in.Seccomp.Close()
+	}
 	run := e.spawn(ctx, spawnParams{
 		argv: argv, cwd: policy.Cwd(), env: env,
-		confined: confined, rootFiles: pins.Files(), stdout: stdout, stderr: stderr, timeout: timeout,
+		confined: confined, inherited: in, stdout: stdout, stderr: stderr, timeout: timeout,
 		cancel: p.Cancel, ended: markEnded, exiting: exiting,
 	})
 	if err := stdout.Close(); err != nil && run.err == nil {
@@ -328,7 +363,7 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 	}
 	return hooks.Job{
 		ID: job.ID, Name: job.Name, Argv: append([]string(nil), s.Command...), Env: env,
-		Cwd: cwd, Workspace: workspace, Mode: mode, Network: network,
+		Cwd: cwd, Workspace: workspace, Mode: mode, Network: network, UnixSockets: s.UnixSockets,
 		Writable: append([]string(nil), s.Writable...), TimeoutS: timeout.Seconds(),
 		Attempt: attempt, Labels: labels,
 	}
@@ -416,9 +451,9 @@ type spawnParams struct {
 	cwd      string
 	env      []string
 	confined bool
-	// rootFiles are the pinned roots, inherited by bwrap right after the
-	// status pipe (fd 4 on).
-	rootFiles []*os.File
+	// inherited are the files bwrap inherits besides the status pipe,
+	// which spawn makes (Status is ignored).
+	inherited sandbox.Inherited
 	stdout    io.Writer
 	stderr    io.Writer
 	timeout   time.Duration
@@ -472,7 +507,9 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 			return spawnResult{err: fmt.Errorf("status pipe: %w", err)}
 		}
 		defer statusR.Close()
-		cmd.ExtraFiles = append([]*os.File{statusW}, p.rootFiles...) // fd 3 = sandbox.StatusFD, then the roots
+		in := p.inherited
+		in.Status = statusW
+		cmd.ExtraFiles = in.ExtraFiles()
 	}
 	if err := cmd.Start(); err != nil {
 		if statusW != nil {

@@ -453,7 +453,7 @@ func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
-	return f.Policy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, Writable: j.Writable})
+	return f.Policy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable})
 }
 
 // Policy is [sandbox.NewPolicy] with the fence's hidden directories that

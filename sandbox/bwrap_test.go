@@ -129,12 +129,12 @@ func runJob(t *testing.T, d Discovery, p Policy, u who, argv ...string) jobResul
 	t.Helper()
 	full, err := ConfineWith(argv, p, d)
 	require.NoError(t, err)
-	return runArgv(t, full, p.Mode(), u)
+	return runArgv(t, full, d, p, u)
 }
 
-// runArgv runs a confined argv as runJob does, with extra files after
-// the status pipe (fd 4 on).
-func runArgv(t *testing.T, full []string, mode Mode, u who, extra ...*os.File) jobResult {
+// runArgv runs a confined argv as runJob does, with the layers' files
+// and the pinned roots (from FirstRootFD on) inherited.
+func runArgv(t *testing.T, full []string, d Discovery, p Policy, u who, roots ...*os.File) jobResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -144,7 +144,7 @@ func runArgv(t *testing.T, full []string, mode Mode, u who, extra ...*os.File) j
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.ExtraFiles = append([]*os.File{pw}, extra...)
+	cmd.ExtraFiles = inherited(t, d, p, u, pw, roots...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: u.cred}
 	require.NoError(t, cmd.Start())
@@ -152,7 +152,7 @@ func runArgv(t *testing.T, full []string, mode Mode, u who, extra ...*os.File) j
 	st := readStatusAfter(t, cmd, pr)
 	require.NoError(t, ctx.Err(), "job timed out; stderr: %s", stderr.String())
 	res := jobResult{status: st, state: cmd.ProcessState, stdout: stdout.String(), stderr: stderr.String()}
-	res.class = Classify(ClassifyParams{Mode: mode, State: cmd.ProcessState, Status: st, Stderr: stderr.Bytes()})
+	res.class = Classify(ClassifyParams{Mode: p.Mode(), State: cmd.ProcessState, Status: st, Stderr: stderr.Bytes()})
 	return res
 }
 
@@ -331,7 +331,7 @@ func TestSetsidGrandchildDies(t *testing.T) {
 		require.NoError(t, err)
 		defer pr.Close()
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.ExtraFiles = []*os.File{pw}
+		cmd.ExtraFiles = inherited(t, d, p, u, pw)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: u.cred}
 		require.NoError(t, cmd.Start())
 		pw.Close()
@@ -364,7 +364,7 @@ func TestInitWatch(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { pr.Close() })
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.ExtraFiles = []*os.File{pw}
+			cmd.ExtraFiles = inherited(t, d, p, u, pw)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: u.cred}
 			require.NoError(t, cmd.Start())
 			pw.Close()
@@ -542,11 +542,18 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, 1, res.state.ExitCode())
 		require.Equal(t, Classification{Outcome: OutcomeFailed, ExitCode: 1, Reason: "exit status 1"}, res.class)
 
+		// Not found: bwrap's execvp exits 1; the launcher's, 127, and
+		// it says so on the report descriptor.
 		res = runJob(t, d, p, u, "/nonexistent/command")
-		require.Equal(t, 1, res.state.ExitCode())
+		if d.LandlockABI > 0 {
+			require.Equal(t, 127, res.state.ExitCode())
+			require.Equal(t, "execvp /nonexistent/command: no such file or directory", res.status.LaunchError)
+		} else {
+			require.Equal(t, 1, res.state.ExitCode())
+		}
 		require.False(t, res.status.Ran)
 		require.Equal(t, OutcomeRunnerFailed, res.class.Outcome)
-		require.Contains(t, res.class.Reason, "bwrap: execvp /nonexistent/command")
+		require.Contains(t, res.class.Reason, "execvp /nonexistent/command")
 
 		res = runJob(t, d, p, u, sh(`exit 0`)...)
 		require.Equal(t, OutcomeSucceeded, res.class.Outcome)

@@ -61,6 +61,11 @@ type ConfineParams struct {
 	// bwrap checks after the mount that it bound the descriptor's inode
 	// and fails otherwise. Defaults to nil (bind by path: for printing).
 	RootFDs []int
+
+	// ungranted are directories bound read-write by path and left out of
+	// the launcher's writable set: the probe writes one to check that the
+	// Landlock layer holds where the mounts alone would not.
+	ungranted []string
 }
 
 // Build returns the argv that runs cp.Argv under cp.Policy with the bwrap
@@ -115,24 +120,38 @@ func Build(cp ConfineParams) ([]string, error) {
 		}
 	}
 
-	n := 48 + 4*len(roots) + 5*len(p.hide) + len(argv)
+	n := 72 + 6*len(roots) + 5*len(p.hide) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
 	if d.DisableUserns {
 		out = append(out, "--disable-userns")
 	}
-	out = append(out, "--cap-drop", "ALL", "--unshare-pid")
+	out = append(out, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc")
 	if !p.network {
 		out = append(out, "--unshare-net")
 	}
-	out = append(out, "--die-with-parent", "--new-session", "--json-status-fd", "3", "--ro-bind", "/", "/")
+	out = append(out, "--die-with-parent", "--new-session", "--json-status-fd", "3")
+	if d.Seccomp {
+		out = append(out, "--seccomp", strconv.Itoa(SeccompFD))
+	}
+	out = append(out, "--ro-bind", "/", "/")
+	launcher := d.LandlockABI > 0
+	bindLauncher := func(out []string) []string {
+		if !launcher {
+			return out
+		}
+		return append(out, "--ro-bind-fd", strconv.Itoa(LauncherFD), LauncherPath(d.Grade))
+	}
 	if d.Grade == GradeFull {
 		out = append(out, "--dev", "/dev", "--proc", "/proc")
+		out = bindLauncher(out)
 	} else {
 		for _, n := range devNodes {
 			out = append(out, "--dev-bind", n, n)
 		}
-		out = append(out, "--tmpfs", "/proc", "--remount-ro", "/proc")
+		out = append(out, "--tmpfs", "/proc")
+		out = bindLauncher(out)
+		out = append(out, "--remount-ro", "/proc")
 	}
 	out = d.KernelPaths.appendCover(out, d.Grade)
 	out = append(out, "--tmpfs", "/tmp")
@@ -154,7 +173,14 @@ func Build(cp ConfineParams) ([]string, error) {
 	for _, h := range p.hide {
 		out = append(out, "--remount-ro", h)
 	}
+	for _, u := range cp.ungranted {
+		out = append(out, "--bind", u, u)
+	}
 	out = append(out, "--chdir", p.cwd, "--")
+	if launcher {
+		out = append(out, LauncherPath(d.Grade))
+		return append(out, launchSpec(p, d, argv).Args()...), nil
+	}
 	return append(out, argv...), nil
 }
 

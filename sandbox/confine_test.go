@@ -35,7 +35,7 @@ func TestConfineArgvShapes(t *testing.T) {
 		if disableUserns {
 			a = append(a, "--disable-userns")
 		}
-		a = append(a, "--cap-drop", "ALL", "--unshare-pid")
+		a = append(a, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc")
 		if !network {
 			a = append(a, "--unshare-net")
 		}

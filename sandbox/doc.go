@@ -1,9 +1,14 @@
 // Package sandbox confines a command inside a bubblewrap (bwrap) write
 // fence: the command can read the host filesystem but can write only its
 // workspace, the extra writable roots it was given, a private /tmp and the
-// standard device nodes.
+// standard device nodes. Under bwrap's mounts stand two more layers, so
+// that one mistake of bwrap's is not a way out and a command that talks
+// instead of writing reaches nothing: a seccomp program ([SeccompProgram])
+// and, where the kernel has it, a Landlock ruleset that the sandbox's
+// first program enforces before it executes the command (package
+// sandbox/launch).
 //
-// The package has five parts:
+// The package has six parts:
 //
 //   - [NewPolicy] checks and canonicalises what a job asks for (mode,
 //     workspace, cwd, network, writable roots);
@@ -12,6 +17,10 @@
 //     read, no PATH is searched, and they cost well under a microsecond;
 //   - [PinRoots] opens a policy's roots without following any symlink, so
 //     that Build binds those descriptors, not paths;
+//   - [SeccompProgram] builds the seccomp filter (pure Go BPF), and
+//     [Inherited] lays out the descriptors a confined argv names: the
+//     status pipe, the seccomp program ([SeccompFile]), the launcher
+//     binary ([OpenLauncher]) and the pinned roots;
 //   - [Probe] finds the absolute bwrap and the [Grade] this host supports,
 //     by running real sandboxes, and memoizes a usable result, which
 //     [Discovered] returns; [ProbeCached] also keeps a usable result in a
@@ -26,7 +35,7 @@
 //
 // Every confined argv has the shape
 //
-//	<bwrap> <namespaces and process> <base mounts> <mode mounts> --chdir <cwd> -- <argv...>
+//	<bwrap> <namespaces and process> <base mounts> <mode mounts> --chdir <cwd> -- [<launcher>] <argv...>
 //
 // and is the same for root and non-root: for root, --unshare-user and
 // --cap-drop ALL are what make the fence hold (without them bwrap as root
@@ -37,14 +46,15 @@
 //
 // Namespaces and process, every grade:
 //
-//	--unshare-user [--disable-userns] --cap-drop ALL --unshare-pid [--unshare-net]
-//	--die-with-parent --new-session --json-status-fd 3
+//	--unshare-user [--disable-userns] --cap-drop ALL --unshare-pid --unshare-ipc
+//	[--unshare-net] --die-with-parent --new-session --json-status-fd 3 [--seccomp 4]
 //
-// --unshare-net is added when the policy's Network is false.
+// --unshare-net is added when the policy's Network is false, --seccomp
+// [SeccompFD] when the probe found seccomp working ([Discovery].Seccomp).
 //
 // Base mounts, full grade:
 //
-//	--ro-bind / / --dev /dev --proc /proc <kernel paths>
+//	--ro-bind / / --dev /dev --proc /proc [--ro-bind-fd 6 /dev/.paddock-launch] <kernel paths>
 //
 // Base mounts, partial grade (a host that cannot mount a fresh /dev or
 // /proc, such as an unprivileged container with masked /proc paths):
@@ -53,7 +63,8 @@
 //	--dev-bind /dev/null /dev/null   --dev-bind /dev/zero /dev/zero
 //	--dev-bind /dev/full /dev/full   --dev-bind /dev/random /dev/random
 //	--dev-bind /dev/urandom /dev/urandom
-//	--tmpfs /proc --remount-ro /proc <kernel paths under /sys>
+//	--tmpfs /proc [--ro-bind-fd 6 /proc/.paddock-launch] --remount-ro /proc
+//	<kernel paths under /sys>
 //
 // The kernel paths ([KernelPaths], those of runc's and Docker's lists that
 // exist on the host, found by the probe) follow: /proc/sys,
@@ -82,6 +93,48 @@
 // root is covered), and --remount-ro H after all of them. The read-only
 // re-bind of WS in read_only mode keeps a workspace under /tmp visible
 // under the fresh tmpfs.
+//
+// With the Landlock layer ([Discovery].LandlockABI > 0) the launcher is
+// bound from [LauncherFD] at [LauncherPath], and the argv after "--" is
+//
+//	<launcher path> __sandbox-launch --landlock N [--dir D]... [--file F]...
+//	    [--unix-sockets] [--seccomp] --report 5 -- <argv...>
+//
+// where the --dir entries are the writable set (the workspace and each
+// writable root in workspace_write mode, /tmp, and /dev at the full
+// grade) and the --file entries the five device nodes at the partial
+// grade. The launcher (paddock's own binary, package sandbox/launch)
+// enforces that set with Landlock, checks that a seccomp filter is in
+// force, marks every descriptor above 2 close-on-exec and executes the
+// argv as execvp(3) does; when it cannot, it writes a
+// {"paddock-launch-error": ...} record on [LaunchReportFD] (the status
+// pipe again), which [WatchStatus] reads into [Status].LaunchError: the
+// command never ran.
+//
+// # The seccomp program
+//
+// A classic BPF program (golang.org/x/net/bpf), built per architecture
+// (x86-64, arm64) from the kernel's syscall numbers. It refuses with
+// EPERM, never by killing: socket(AF_UNIX) unless the policy has
+// UnixSockets (socketpair(2) is always allowed); ioctl TIOCSTI and
+// TIOCLINUX; clone and unshare with CLONE_NEWUSER; setns; keyctl,
+// add_key, request_key; io_uring_setup, _enter, _register; mount,
+// umount2, pivot_root and the new mount API (open_tree, open_tree_attr,
+// move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr); bpf,
+// perf_event_open, userfaultfd, syslog; kexec_load, kexec_file_load,
+// init_module, finit_module, delete_module. clone3 fails with ENOSYS:
+// seccomp cannot read its flags (they are in memory), and libc then
+// falls back to clone(2), which is checked (Flatpak's choice,
+// CVE-2021-41133). Arguments are compared on their low 32 bits only: the
+// kernel reads an int argument from the low half of the register, so a
+// 64-bit comparison is bypassed by setting the high half (CVE-2019-10063,
+// Flatpak's TIOCSTI filter). Every call of another ABI than the native
+// one is refused: the i386 ABI on x86-64 (int 0x80, where socketcall(2)
+// would make a socket the native rule never sees), x32
+// (__X32_SYSCALL_BIT), 32-bit ARM on arm64. The list follows Flatpak's
+// (common/flatpak-run.c) and anthropic's sandbox-runtime (AF_UNIX,
+// io_uring); ptrace stays allowed (the pid namespace limits it to the
+// job's own processes, and debuggers in jobs keep working).
 //
 // # Choices and why
 //
@@ -119,6 +172,31 @@
 //     refuses such a cwd before anything runs.
 //   - --new-session always: without it a job holding the terminal could push
 //     input into it with TIOCSTI (CVE-2017-5226).
+//   - --unshare-ipc always: SysV IPC objects and POSIX message queues a
+//     job creates stay in its own IPC namespace, and it cannot attach to
+//     the host's (40 serial spawns showed no cost; paddock-bench's layers
+//     scenario measures it).
+//   - Landlock is enforced by a program inside the sandbox, after bwrap's
+//     mounts: a Landlock domain forbids mounting, so bwrap cannot run
+//     under one. The launcher is paddock's own binary, bound by
+//     descriptor because paddock may live where the sandbox hides (the
+//     state directory, the host's /tmp); bwrap resolves the descriptor's
+//     path as the user it runs as, who ran paddock, so can reach it. It
+//     lives in a tmpfs bwrap makes (/dev at the full grade, the empty
+//     /proc at the partial grade), where no workspace or writable root
+//     can be (they are refused under /dev and /proc), so nothing the job
+//     asks for covers it and nothing is created on the host. Landlock
+//     rules cover everything mounted below their directory: the /tmp rule
+//     covers a workspace bound under /tmp too, read-only in read_only mode
+//     by its mount alone.
+//   - The launcher's rights are the write rights of the probe's ABI level,
+//     exactly (not best effort): a ruleset the kernel refuses stops the job
+//     before it runs, and the probe checks that a write outside the
+//     writable set is refused on this host. Reads and execution are not
+//     handled: the fence is a write fence. From ABI 6 the scopes keep
+//     abstract Unix sockets and signals inside the sandbox; from ABI 9 so
+//     is connect(2) to path sockets made outside it. UnixSockets lifts the
+//     socket restrictions of both layers, not the signal scope.
 //   - --json-status-fd 3: bwrap writes an "exit-code" record only when the
 //     command really ran; the caller passes a pipe as ExtraFiles[0]. The
 //     record comes as soon as the command has exited, while other
@@ -129,8 +207,11 @@
 //
 // # Running a confined argv
 //
-// The caller (the runner) starts the argv with the write end of a pipe as
-// exec.Cmd.ExtraFiles[0] ([StatusFD]), closes its copy after Start, reads
+// The caller (the runner) starts the argv with [Inherited.ExtraFiles]: the
+// write end of a pipe ([StatusFD], and again [LaunchReportFD]), the
+// seccomp program ([SeccompFD], a fresh [SeccompFile] for every spawn),
+// the launcher ([LauncherFD]) and the pinned roots ([FirstRootFD] on). It
+// closes its copies after Start, reads
 // the read end with [ReadStatus] (or [WatchStatus], record by record)
 // concurrently with Wait ([AwaitPidfd] waits without a blocked thread),
 // and after Wait
@@ -148,21 +229,24 @@
 //     host (except the host's /tmp, hidden by the tmpfs). It is not a
 //     confidentiality boundary.
 //   - The network is shared unless the policy sets Network false (and the
-//     probe found --unshare-net working). Abstract Unix sockets, which live
-//     in the network namespace, are reachable whenever the network is
-//     shared.
-//   - Unix sockets of the host stay reachable: a socket file under the
-//     read-only root (the Docker socket, the D-Bus and systemd sockets, an
-//     ssh-agent socket) can be connected to, and a service behind it can
-//     write anywhere on the job's behalf. A read-only mount does not stop
-//     connect().
-//   - The IPC, UTS and cgroup namespaces are the host's: SysV IPC and POSIX
-//     message queues are shared, the hostname is the host's.
+//     probe found --unshare-net working).
+//   - With UnixSockets, Unix sockets of the host stay reachable: a socket
+//     file under the read-only root (the Docker socket, the D-Bus and
+//     systemd sockets, an ssh-agent socket) can be connected to, and a
+//     service behind it can write anywhere on the job's behalf (a
+//     read-only mount does not stop connect()); an abstract socket, when
+//     the network is shared.
+//   - The UTS and cgroup namespaces are the host's: the hostname is the
+//     host's.
+//   - Where the Landlock layer holds, POSIX message queues cannot be
+//     created (mq_open fails with EACCES: Landlock takes it for creating a
+//     file outside the writable set).
+//   - Without Landlock (kernels before 5.13, or without landlock in the
+//     lsm= list) the write fence is bwrap's mounts alone, and a FIFO on
+//     the read-only root can be opened for writing; the probe says so.
 //   - No resource limits: CPU, memory, processes and the size of the /tmp
 //     tmpfs (RAM-backed) are unbounded; a runner must use timeouts or
 //     cgroups.
-//   - No system-call filter (no seccomp): the kernel's whole attack surface
-//     inside an unprivileged user namespace is reachable.
 //   - Writable roots and the workspace are bound as they are: a hard link in
 //     the workspace to a file elsewhere, made before the job starts, lets the
 //     job write that file. Symlinks inside the sandbox resolve inside it and
@@ -190,8 +274,10 @@
 //
 // Everything here is safe for concurrent use. The only mutable package
 // state is the memoized result of the first usable [Probe] or
-// [ProbeCached]; a failed probe is not memoized. The probe cache file is
+// [ProbeCached] (a failed probe is not memoized) and the memoized seccomp
+// programs of this machine's architecture ([SeccompFile]). The probe cache file is
 // replaced by rename, so processes sharing it see a whole file.
 // [Discovered] returns the defaults (/usr/bin/bwrap, full grade, network
-// isolation, --disable-userns) until a probe succeeds.
+// isolation, --disable-userns, seccomp, no Landlock) until a probe
+// succeeds.
 package sandbox

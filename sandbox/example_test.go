@@ -21,5 +21,5 @@ func ExampleConfineWith() {
 	}
 	fmt.Println(strings.Join(argv, " "))
 	// Output:
-	// /usr/bin/bwrap --unshare-user --disable-userns --cap-drop ALL --unshare-pid --unshare-net --die-with-parent --new-session --json-status-fd 3 --ro-bind / / --dev-bind /dev/null /dev/null --dev-bind /dev/zero /dev/zero --dev-bind /dev/full /dev/full --dev-bind /dev/random /dev/random --dev-bind /dev/urandom /dev/urandom --tmpfs /proc --remount-ro /proc --tmpfs /tmp --ro-bind /usr/share /usr/share --chdir /usr/share -- ls -l
+	// /usr/bin/bwrap --unshare-user --disable-userns --cap-drop ALL --unshare-pid --unshare-ipc --unshare-net --die-with-parent --new-session --json-status-fd 3 --ro-bind / / --dev-bind /dev/null /dev/null --dev-bind /dev/zero /dev/zero --dev-bind /dev/full /dev/full --dev-bind /dev/random /dev/random --dev-bind /dev/urandom /dev/urandom --tmpfs /proc --remount-ro /proc --tmpfs /tmp --ro-bind /usr/share /usr/share --chdir /usr/share -- ls -l
 }

@@ -61,6 +61,9 @@ var diagnoses = []struct{ match, explanation, hint string }{
 	{"Can't chdir to",
 		"the working directory does not exist inside the sandbox",
 		"use a working directory inside the workspace"},
+	{"landlock",
+		"the launcher could not enforce the Landlock layer inside the sandbox, so the command was not run (the kernel refused the ruleset the probe found it supports)",
+		"run paddock probe: a kernel or security-module change since the probe can cause this"},
 	{"execvp",
 		"the command could not be started inside the sandbox (not found, or not executable)",
 		"use an absolute path, or check that the command exists on the host"},
@@ -87,13 +90,19 @@ func Diagnose(stderr []byte) (d Diagnosis, ok bool) {
 			continue
 		}
 		d.Line = l
-		for _, k := range diagnoses {
-			if strings.Contains(l, k.match) {
-				d.Explanation, d.Hint = k.explanation, k.hint
-				break
-			}
-		}
+		d.Explanation, d.Hint = explain(l)
 		return d, true
 	}
 	return Diagnosis{}, false
+}
+
+// explain returns the explanation and hint of the first entry of the
+// table line matches, or "" and "".
+func explain(line string) (explanation, hint string) {
+	for _, k := range diagnoses {
+		if strings.Contains(line, k.match) {
+			return k.explanation, k.hint
+		}
+	}
+	return "", ""
 }

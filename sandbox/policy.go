@@ -30,6 +30,16 @@ type PolicyParams struct {
 	// false adds --unshare-net. The zero value (false) isolates. false is
 	// refused for danger_full_access, which cannot isolate anything.
 	Network bool
+	// UnixSockets true lets the command create Unix sockets
+	// (socket(AF_UNIX, ...)): the seccomp layer then lets the call
+	// through, and the Landlock layer neither scopes abstract sockets nor
+	// restricts connect(2) to path sockets made outside the sandbox. A
+	// job with it can reach every host service behind a Unix socket it
+	// can see (a path socket on the read-only root; an abstract one when
+	// the network is shared). The zero value (false) refuses them;
+	// socketpair(2) is allowed either way. danger_full_access always
+	// has them.
+	UnixSockets bool
 	// Writable are extra writable roots (workspace_write only), bound
 	// read-write at their own path after the workspace. Canonicalised and
 	// checked like Workspace; duplicates are dropped. Defaults to none.
@@ -53,6 +63,7 @@ type Policy struct {
 	workspace string
 	cwd       string
 	network   bool
+	unix      bool
 	writable  []string
 	hide      []string
 }
@@ -70,6 +81,10 @@ func (p Policy) Cwd() string { return p.cwd }
 
 // Network reports whether the host network is shared.
 func (p Policy) Network() bool { return p.network }
+
+// UnixSockets reports whether the command may create Unix sockets (see
+// [PolicyParams].UnixSockets); always true for danger_full_access.
+func (p Policy) UnixSockets() bool { return p.unix }
 
 // Writable returns a copy of the canonical extra writable roots.
 func (p Policy) Writable() []string { return slices.Clone(p.writable) }
@@ -117,7 +132,7 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 	if _, err := ParseMode(string(p.Mode)); err != nil {
 		return Policy{}, err
 	}
-	out := Policy{mode: p.Mode, network: p.Network}
+	out := Policy{mode: p.Mode, network: p.Network, unix: p.UnixSockets || p.Mode == ModeDangerFullAccess}
 	if p.Mode == ModeDangerFullAccess && !p.Network {
 		return Policy{}, errors.New("sandbox: network = false needs a confined mode (read_only or workspace_write); danger_full_access cannot isolate the network")
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"paddock/sandbox/launch"
 )
 
 // Discovery is what [Probe] found about the host's bwrap; [ConfineWith]
@@ -35,6 +37,14 @@ type Discovery struct {
 	// KernelPaths are the kernel interfaces under /proc and /sys that
 	// exist on this host and that the argv covers ([FindKernelPaths]).
 	KernelPaths KernelPaths
+	// Seccomp is true when bwrap applies the seccomp program
+	// ([SeccompProgram]) on this host: the argv then passes --seccomp
+	// [SeccompFD].
+	Seccomp bool
+	// LandlockABI is the Landlock ABI level the launcher enforces
+	// ([launch.LandlockABI]); 0 when the host has no usable Landlock, and
+	// the argv then runs the command without the launcher.
+	LandlockABI int
 }
 
 // probed holds the memoized successful probe; nil until one succeeds. It is
@@ -47,13 +57,13 @@ var probeMu sync.Mutex
 // Discovered returns the memoized result of the last successful [Probe]. It
 // is pure and safe for concurrent use. Before any successful probe it
 // returns the defaults: Executable [DefaultExecutable], Grade full,
-// NetworkIsolation true, DisableUserns true, Root false, and KernelPaths
-// with /proc/sys read-only.
+// NetworkIsolation true, DisableUserns true, Root false, KernelPaths
+// with /proc/sys read-only, Seccomp true and LandlockABI 0.
 func Discovered() Discovery {
 	if r := probed.Load(); r != nil {
 		return r.Discovery()
 	}
-	return Discovery{Executable: DefaultExecutable, Grade: GradeFull, NetworkIsolation: true, DisableUserns: true, KernelPaths: defaultKernelPaths()}
+	return Discovery{Executable: DefaultExecutable, Grade: GradeFull, NetworkIsolation: true, DisableUserns: true, KernelPaths: defaultKernelPaths(), Seccomp: true}
 }
 
 // ProbeReport is what a probe found, for people ([paddock probe]) and for
@@ -69,9 +79,17 @@ type ProbeReport struct {
 	// KernelPaths are the /proc and /sys paths covered in every sandbox
 	// (read-only or masked), those of [FindKernelPaths] that exist here.
 	KernelPaths KernelPaths `json:"kernel_paths"`
-	Error       string      `json:"error"`      // "" when usable
-	BwrapLine   string      `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
-	Hint        string      `json:"hint"`       // what to do about it
+	// Seccomp is true when bwrap applies the seccomp program here.
+	Seccomp bool `json:"seccomp"`
+	// LandlockABI is the Landlock ABI level jobs run under; 0 = none.
+	LandlockABI int `json:"landlock_abi"`
+	// Layers names the layers of the fence: "bwrap", then "seccomp" and
+	// "landlock ABI N" where they hold ([Discovery.Layers]); empty when
+	// the grade is unusable.
+	Layers    []string `json:"layers"`
+	Error     string   `json:"error"`      // "" when usable
+	BwrapLine string   `json:"bwrap_line"` // the "bwrap: ..." line that explains a failure
+	Hint      string   `json:"hint"`       // what to do about it
 	// Notes are remarks that are not failures (a setuid bwrap, the reason
 	// for the partial grade, why network isolation is missing, where a
 	// cached report came from).
@@ -86,7 +104,8 @@ func (r ProbeReport) Usable() bool { return r.Grade == GradeFull || r.Grade == G
 
 // Discovery returns the part of r that [ConfineWith] needs.
 func (r ProbeReport) Discovery() Discovery {
-	return Discovery{Executable: r.Executable, Grade: r.Grade, NetworkIsolation: r.NetworkIsolation, DisableUserns: r.DisableUserns, Root: r.Root, KernelPaths: r.KernelPaths}
+	return Discovery{Executable: r.Executable, Grade: r.Grade, NetworkIsolation: r.NetworkIsolation, DisableUserns: r.DisableUserns, Root: r.Root, KernelPaths: r.KernelPaths,
+		Seccomp: r.Seccomp, LandlockABI: r.LandlockABI}
 }
 
 // ProbeParams tune [ProbeWith]. The zero value probes "bwrap" from PATH
@@ -107,6 +126,11 @@ type ProbeParams struct {
 	// the fence below the partial grade's. Defaults to "" (no cap);
 	// GradeFull is the same.
 	MaxGrade Grade
+	// Launcher is the launcher binary the Landlock layer is checked with
+	// (see package launch); the caller keeps it open and closes it.
+	// Defaults to this process's own executable ([OpenLauncher]), which
+	// must then call [launch.Dispatch] first in main.
+	Launcher *os.File
 }
 
 // ForceGradeEnv names the environment variable [Probe] reads for
@@ -160,6 +184,7 @@ if ! ( echo x > /dev/null ) 2>/dev/null; then echo "paddock-probe: cannot write 
 if ! ( echo ok > "$ws/inside" ) 2>/dev/null; then echo "paddock-probe: cannot write the workspace" >&2; exit 13; fi
 ( echo x > "$out" ) 2>/dev/null
 if ( echo x > /paddock-probe-escape ) 2>/dev/null; then echo "paddock-probe: / is writable" >&2; exit 14; fi
+if [ -n "$3" ]; then ( echo x > "$3/landlock" ) 2>/dev/null; fi
 exit 0
 `
 
@@ -215,16 +240,30 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 	rep.DisableUserns = versionAtLeast(rep.Version, 0, 8) && !rep.Setuid
 
 	rep.KernelPaths = FindKernelPaths()
-	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root, KernelPaths: rep.KernelPaths}
+	if pp.Launcher == nil {
+		if f, err := OpenLauncher(); err == nil {
+			defer f.Close()
+			pp.Launcher = f
+		}
+	}
+	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root, KernelPaths: rep.KernelPaths,
+		Seccomp: true, LandlockABI: launch.LandlockABI()}
+	if d.LandlockABI == 0 {
+		rep.Notes = append(rep.Notes, "no Landlock layer: the kernel has no usable Landlock (Linux 5.13 or later with landlock in the lsm= boot list); jobs run under bwrap and seccomp only")
+	} else if pp.Launcher == nil {
+		d.LandlockABI = 0
+		rep.Notes = append(rep.Notes, "no Landlock layer: this process's own executable cannot be opened as the launcher")
+	}
 	var fullErr error
 	if pp.MaxGrade == GradePartial {
 		fullErr = errors.New("grade capped at partial")
 	} else {
-		fullErr = runCheck(ctx, pp, d, true)
+		d, fullErr = checkLayers(ctx, pp, d, &rep)
 	}
 	if fullErr != nil {
 		d.Grade = GradePartial
-		if partialErr := runCheck(ctx, pp, d, true); partialErr != nil {
+		var partialErr error
+		if d, partialErr = checkLayers(ctx, pp, d, &rep); partialErr != nil {
 			var ce *checkError
 			if errors.As(partialErr, &ce) || errors.As(fullErr, &ce) {
 				return fail(fmt.Sprintf("full grade: %v; partial grade: %v", fullErr, partialErr), ce.diag.Line, ce.hint())
@@ -238,6 +277,7 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 		}
 	}
 	rep.Grade = d.Grade
+	rep.Seccomp, rep.LandlockABI, rep.Layers = d.Seccomp, d.LandlockABI, d.Layers()
 	if netErr := runCheck(ctx, pp, d, false); netErr != nil {
 		rep.NetworkIsolation = false
 		rep.Notes = append(rep.Notes, "network isolation unavailable: "+netErr.Error())
@@ -262,8 +302,43 @@ func (e *checkError) Error() string {
 
 func (e *checkError) hint() string { return e.diag.Hint }
 
+// checkLayers runs the check at d's grade with the layers d asks for.
+// When that fails and the base without them works, the layers are tried
+// one by one: the one that fails is dropped, with a note saying why, so
+// that the report says which layers hold (a layer is never dropped
+// silently). The error is the base's own when the grade itself fails.
+func checkLayers(ctx context.Context, pp ProbeParams, d Discovery, rep *ProbeReport) (Discovery, error) {
+	err := runCheck(ctx, pp, d, true)
+	if err == nil || (!d.Seccomp && d.LandlockABI == 0) {
+		return d, err
+	}
+	base := d
+	base.Seccomp, base.LandlockABI = false, 0
+	if baseErr := runCheck(ctx, pp, base, true); baseErr != nil {
+		return d, baseErr
+	}
+	for _, layer := range []string{LayerSeccomp, LayerLandlock} {
+		one := base
+		switch {
+		case layer == LayerSeccomp && d.Seccomp:
+			one.Seccomp = true
+		case layer == LayerLandlock && d.LandlockABI > 0:
+			one.LandlockABI = d.LandlockABI
+		default:
+			continue
+		}
+		if lerr := runCheck(ctx, pp, one, true); lerr != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("no %s layer at the %s grade: %v", layer, d.Grade, lerr))
+			continue
+		}
+		base = one
+	}
+	return base, nil
+}
+
 // runCheck runs probeScript confined by d (network shared or not) and checks
-// the results from the host.
+// the results from the host. With the Landlock layer, a directory bound
+// read-write but left out of the writable set must stay unwritten.
 func runCheck(ctx context.Context, pp ProbeParams, d Discovery, network bool) error {
 	dir, err := os.MkdirTemp("", "paddock-probe-")
 	if err != nil {
@@ -279,13 +354,45 @@ func runCheck(ctx context.Context, pp ProbeParams, d Discovery, network bool) er
 	if err != nil {
 		return err
 	}
-	argv, err := ConfineWith([]string{pp.Shell, "-c", probeScript, "paddock-probe", pol.Workspace(), filepath.Join(filepath.Dir(pol.Workspace()), "outside")}, pol, d)
+	cp := ConfineParams{Argv: []string{pp.Shell, "-c", probeScript, "paddock-probe", pol.Workspace(), filepath.Join(filepath.Dir(pol.Workspace()), "outside"), ""},
+		Policy: pol, Discovery: d}
+	// The directory outside the writable set is not under /tmp: a
+	// Landlock rule covers everything mounted below its directory, and
+	// the launcher grants /tmp. /var/tmp exists on every FHS system;
+	// without it the launcher's own checks are all there is.
+	ungranted := ""
+	if d.LandlockABI > 0 {
+		if u, err := os.MkdirTemp("/var/tmp", "paddock-probe-"); err == nil {
+			defer os.RemoveAll(u)
+			if ungranted, err = filepath.EvalSymlinks(u); err != nil {
+				return fmt.Errorf("probe scratch dir: %w", err)
+			}
+			cp.ungranted = []string{ungranted}
+			cp.Argv[len(cp.Argv)-1] = ungranted
+		}
+	}
+	argv, err := Build(cp)
 	if err != nil {
 		return err
 	}
-	res, err := runConfined(ctx, pp.Timeout, argv)
+	in := Inherited{}
+	if d.Seccomp {
+		if in.Seccomp, err = SeccompFile(pol); err != nil {
+			return err
+		}
+		defer in.Seccomp.Close()
+	}
+	if d.LandlockABI > 0 {
+		in.Launcher = pp.Launcher
+	}
+	res, err := runConfined(ctx, pp.Timeout, argv, in)
 	if err != nil {
 		return err
+	}
+	if ungranted != "" {
+		if _, err := os.Lstat(filepath.Join(ungranted, "landlock")); err == nil {
+			return errors.New("the Landlock layer did not hold: a write outside the writable set landed on the host")
+		}
 	}
 	if _, err := os.Lstat(escapeMarker); err == nil {
 		os.Remove(escapeMarker)
@@ -293,6 +400,9 @@ func runCheck(ctx context.Context, pp ProbeParams, d Discovery, network bool) er
 	}
 	if _, err := os.Lstat(outside); err == nil {
 		return errors.New("the fence leaked: a write outside the workspace landed on the host")
+	}
+	if res.status.LaunchError != "" {
+		return &checkError{msg: "the launcher failed: " + res.status.LaunchError}
 	}
 	if !res.status.Ran {
 		diag, _ := Diagnose(res.stderr)
@@ -317,9 +427,9 @@ type runResult struct {
 	stderr   []byte
 }
 
-// runConfined runs a confined argv with the status pipe wired, in its own
-// process group, and waits for it.
-func runConfined(ctx context.Context, timeout time.Duration, argv []string) (runResult, error) {
+// runConfined runs a confined argv with the status pipe and the files of
+// in wired, in its own process group, and waits for it.
+func runConfined(ctx context.Context, timeout time.Duration, argv []string, in Inherited) (runResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	pr, pw, err := os.Pipe()
@@ -330,7 +440,8 @@ func runConfined(ctx context.Context, timeout time.Duration, argv []string) (run
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stderr = &stderr
-	cmd.ExtraFiles = []*os.File{pw}
+	in.Status = pw
+	cmd.ExtraFiles = in.ExtraFiles()
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

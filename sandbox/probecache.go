@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"paddock/sandbox/launch"
 )
 
 // ProbeCacheFile is the name of the probe cache file; the CLI keeps it at
@@ -26,7 +28,7 @@ const ProbeCacheMaxAgeDefault = 24 * time.Hour
 // probeCacheFormat versions the cache file. Bump it whenever [ProbeWith]
 // changes what it checks or what its report means: an old file is then
 // ignored and the host probed again.
-const probeCacheFormat = 2
+const probeCacheFormat = 3
 
 // ProbeCachedParams configure [ProbeCached].
 type ProbeCachedParams struct {
@@ -71,8 +73,10 @@ type ProbeCachedParams struct {
 //     executable, a grade the cap allows, the setuid bit and root as they
 //     are now, the version `bwrap --version` gives now (run for the key,
 //     never taken from the file), --disable-userns exactly when that
-//     version and the setuid bit call for it, and the kernel paths it
-//     covers exactly those [FindKernelPaths] finds now.
+//     version and the setuid bit call for it, the kernel paths it
+//     covers exactly those [FindKernelPaths] finds now, and a Landlock
+//     ABI level that is 0 or the one [launch.LandlockABI] finds now
+//     (the layers list is rebuilt, never read).
 //
 // A cached report is never more than what a fresh probe found with the
 // same key. What the key cannot see (an AppArmor or seccomp policy loaded
@@ -316,9 +320,11 @@ func readProbeCache(path string, key []byte, maxAge time.Duration, maxGrade Grad
 		r.Root != (k.EUID == 0),
 		r.Version != k.Version,
 		r.DisableUserns != (versionAtLeast(k.Version, 0, 8) && !setuid),
-		!r.KernelPaths.known() || !reflect.DeepEqual(r.KernelPaths, FindKernelPaths()):
+		!r.KernelPaths.known() || !reflect.DeepEqual(r.KernelPaths, FindKernelPaths()),
+		r.LandlockABI != 0 && r.LandlockABI != launch.LandlockABI():
 		return ProbeReport{}, false
 	}
+	r.Layers = r.Discovery().Layers()
 	r.Cached = true
 	r.Notes = append(r.Notes, fmt.Sprintf("from the probe cache %s, probed %s", path, e.ProbedAt.Format(time.RFC3339)))
 	return r, true

@@ -32,6 +32,12 @@ type Status struct {
 	// bwrap reports it with the child pid ("pid-namespace"); 0 when it
 	// did not.
 	PidNamespace uint64
+	// LaunchError is what the launcher reported (a [launch.ReportKey]
+	// record on [LaunchReportFD]) when the command never ran: the
+	// Landlock ruleset could not be enforced, or the argv could not be
+	// executed. Ran is then false, whatever exit-code record follows
+	// (bwrap reports the launcher's exit). "" when none.
+	LaunchError string
 }
 
 // ReadStatus reads bwrap's JSON status stream from r until EOF. The caller
@@ -58,9 +64,10 @@ func WatchStatus(r io.Reader, onRecord func(Status)) (Status, error) {
 	dec := json.NewDecoder(r)
 	for {
 		var rec struct {
-			ChildPID *int    `json:"child-pid"`
-			PidNS    *uint64 `json:"pid-namespace"`
-			ExitCode *int    `json:"exit-code"`
+			ChildPID    *int    `json:"child-pid"`
+			PidNS       *uint64 `json:"pid-namespace"`
+			ExitCode    *int    `json:"exit-code"`
+			LaunchError *string `json:"paddock-launch-error"`
 		}
 		if err := dec.Decode(&rec); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -74,8 +81,14 @@ func WatchStatus(r io.Reader, onRecord func(Status)) (Status, error) {
 		if rec.PidNS != nil {
 			s.PidNamespace = *rec.PidNS
 		}
+		if rec.LaunchError != nil && s.LaunchError == "" {
+			s.LaunchError = *rec.LaunchError
+			if s.LaunchError == "" {
+				s.LaunchError = "the launcher failed"
+			}
+		}
 		if rec.ExitCode != nil {
-			s.Ran = true
+			s.Ran = s.LaunchError == ""
 			s.ExitCode = *rec.ExitCode
 		}
 		if onRecord != nil {
@@ -178,6 +191,13 @@ func Classify(p ClassifyParams) Classification {
 	code := p.State.ExitCode()
 	if p.Mode.Confined() && !p.Status.Ran {
 		c := Classification{Outcome: OutcomeRunnerFailed, ExitCode: code, Reason: fmt.Sprintf("bwrap exited with status %d before the command ran", code)}
+		if msg := p.Status.LaunchError; msg != "" {
+			c.Reason = "paddock-launch: " + msg
+			if explanation, hint := explain(msg); explanation != "" {
+				c.Reason += " (" + explanation + "; hint: " + hint + ")"
+			}
+			return c
+		}
 		if d, ok := Diagnose(p.Stderr); ok {
 			c.Reason = d.Line
 			if d.Explanation != "" {

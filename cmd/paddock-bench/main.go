@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"paddock/sandbox"
+	"paddock/sandbox/launch"
 )
 
 // options are the command-line flags.
@@ -68,6 +69,9 @@ type options struct {
 }
 
 func main() {
+	// The in-process worker (--cpuprofile) binds this binary into its
+	// confined jobs as their launcher.
+	launch.Dispatch()
 	var o options
 	flag.StringVar(&o.paddock, "paddock", "bin/paddock", "the paddock binary to measure")
 	flag.StringVar(&o.hooksDir, "hooks-dir", "bin/hooks", "directory of the example hook modules (make hooks)")

@@ -242,14 +242,20 @@ func (b *bench) throughputService(ctx context.Context, conc int) (float64, error
 	return time.Since(start).Seconds(), nil
 }
 
-// confinedTrue is the confined argv of /bin/true in workspace ws, exactly
-// as the worker builds it.
+// confinedTrue is the confined argv of /bin/true in workspace ws as the
+// worker builds it, less --seccomp: bwrap reads the program to the end of
+// its descriptor, so every bwrap needs a stream of its own, which a tool
+// that execs the same argv many times cannot give. The launcher, bound
+// from a descriptor bwrap only names, is kept: the baselines inherit the
+// paddock binary at sandbox.LauncherFD.
 func (b *bench) confinedTrue(ws string) ([]string, error) {
 	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Network: true})
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.ConfineWith([]string{"/bin/true"}, pol, b.probe.Discovery())
+	d := b.probe.Discovery()
+	d.Seccomp = false
+	return sandbox.ConfineWith([]string{"/bin/true"}, pol, d)
 }
 
 // shellQuote quotes argv for sh.
@@ -276,13 +282,21 @@ func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (floa
 	if err != nil {
 		return 0, err
 	}
-	// bwrap writes its status to fd 3 (--json-status-fd 3): every tool
-	// gets it open on /dev/null, as inherited fd or by redirection.
+	// bwrap writes its status to fd 3 (--json-status-fd 3), the launcher
+	// a failure to fd 5 (sandbox.LaunchReportFD), and bwrap binds the
+	// launcher from fd 6 (sandbox.LauncherFD): every tool gets them, as
+	// inherited fds or by redirection.
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer devnull.Close()
+	launcher, err := os.Open(b.o.paddock)
+	if err != nil {
+		return 0, err
+	}
+	defer launcher.Close()
+	redirect := fmt.Sprintf(" 3>/dev/null %d>/dev/null %d<%s", sandbox.LaunchReportFD, sandbox.LauncherFD, shellQuote([]string{b.o.paddock}))
 	var lines strings.Builder
 	for i := range b.o.jobs {
 		fmt.Fprintf(&lines, "%d\n", i)
@@ -294,13 +308,13 @@ func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (floa
 	case "xargs":
 		cmd := exec.CommandContext(ctx, "xargs", append([]string{"-P", c, "-I{}", "--"}, argv...)...)
 		cmd.Stdin = strings.NewReader(lines.String())
-		cmd.ExtraFiles = []*os.File{devnull}
+		cmd.ExtraFiles = (sandbox.Inherited{Status: devnull, Launcher: launcher}).ExtraFiles()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("xargs: %w: %s", err, out)
 		}
 	case "parallel":
 		// GNU parallel runs each command line through a shell.
-		cmd := exec.CommandContext(ctx, "parallel", "--will-cite", "-j", c, "-N0", shellQuote(argv)+" 3>/dev/null", ":::")
+		cmd := exec.CommandContext(ctx, "parallel", "--will-cite", "-j", c, "-N0", shellQuote(argv)+redirect, ":::")
 		for i := range b.o.jobs {
 			cmd.Args = append(cmd.Args, strconv.Itoa(i))
 		}
@@ -325,7 +339,7 @@ func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (floa
 		// (tsp -w on the last id does not always wait, seen with 1.0.1, and
 		// polling tsp -l costs a process per look).
 		done := filepath.Join(dir, "done")
-		script := shellQuote(argv) + " 3>/dev/null && echo >> " + shellQuote([]string{done})
+		script := shellQuote(argv) + redirect + " && echo >> " + shellQuote([]string{done})
 		for range b.o.jobs {
 			if _, err := tsp("-n", "sh", "-c", script); err != nil {
 				return 0, fmt.Errorf("tsp: %w", err)

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"paddock/cmd/internal/compose"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -25,6 +26,12 @@ type ConfineOptions struct {
 	Network bool
 	// Writable are extra writable roots (workspace_write only).
 	Writable []string
+	// UnixSockets lets the command create Unix sockets (the job file's
+	// unix_sockets). Defaults to false.
+	UnixSockets bool
+	// SeccompFile, when not "", is where the seccomp program of this
+	// policy is written (for running the argv by hand). Defaults to "".
+	SeccompFile string
 }
 
 func newConfineCommand(gopts *GlobalOptions) *cobra.Command {
@@ -36,9 +43,20 @@ func newConfineCommand(gopts *GlobalOptions) *cobra.Command {
 confined modes) and prints the exact argv paddock would run, shell-quoted on
 one line. Nothing is run. With --json it prints the argv as a JSON array
 of strings (a bare array, not an object, so that it can be handed to a
-program as is). The argv passes bwrap --json-status-fd 3 (paddock reads the
-job's status there): to run it by hand, open descriptor 3, for example
-with 3>/dev/null.
+program as is).
+
+The argv names the fence's layers this host has (paddock probe lists
+them): --unshare-ipc always, --seccomp 4 (the seccomp program on
+descriptor 4), and, with Landlock, paddock itself bound from descriptor 6
+as the sandbox's first program (its hidden __sandbox-launch command,
+with the writable set it enforces). When the host lacks a layer, confine
+says so on stderr ("paddock: warning: ..."; with --json a
+"confine_warning" object). The argv expects descriptors as paddock
+passes them: 3, bwrap's status (--json-status-fd 3); 4, the seccomp
+program, which --seccomp-file FILE writes out; 5, the launcher's failure
+report; 6, the paddock binary. To run it by hand:
+  paddock confine --seccomp-file /tmp/prog -- CMD   # prints ARGV
+  ARGV 3>/dev/null 4</tmp/prog 5>/dev/null 6<"$(command -v paddock)"
 
 Without --workspace the workspace is the current directory, made absolute
 with symlinks resolved: bound writable (workspace_write) or read-only
@@ -81,6 +99,8 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory, bound and made the working directory (symlinks resolved)")
 	f.BoolVar(&opts.Network, "network", true, "share the host network (--network=false isolates it)")
 	f.StringArrayVar(&opts.Writable, "writable", nil, "an extra writable root (repeatable; workspace_write only)")
+	f.BoolVar(&opts.UnixSockets, "unix-sockets", false, "let the command create Unix sockets (a job's unix_sockets = true)")
+	f.StringVar(&opts.SeccompFile, "seccomp-file", "", "write the seccomp program (descriptor 4 of the argv) to this file")
 	return cmd
 }
 
@@ -95,10 +115,11 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 		return usagef("--mode: %w", err)
 	}
 	params := sandbox.PolicyParams{
-		Mode:      mode,
-		Workspace: opts.Workspace,
-		Network:   opts.Network,
-		Writable:  opts.Writable,
+		Mode:        mode,
+		Workspace:   opts.Workspace,
+		Network:     opts.Network,
+		Writable:    opts.Writable,
+		UnixSockets: opts.UnixSockets,
 	}
 	newPolicy := sandbox.NewPolicy
 	if fence != nil {
@@ -122,14 +143,31 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	if err != nil {
 		return err
 	}
+	warn := func(msg string) {
+		if gopts.JSON {
+			writeJSON(errOut, map[string]any{"message_type": "confine_warning", "message": msg})
+		} else {
+			fmt.Fprintf(errOut, "paddock: warning: %s\n", msg)
+		}
+	}
 	if fence != nil {
 		if ferr := fence.Check(policy, ""); ferr != nil {
-			msg := "a paddock worker would not run a job with this workspace: " + ferr.Error()
-			if gopts.JSON {
-				writeJSON(errOut, map[string]any{"message_type": "confine_warning", "message": msg})
-			} else {
-				fmt.Fprintf(errOut, "paddock: warning: %s\n", msg)
-			}
+			warn("a paddock worker would not run a job with this workspace: " + ferr.Error())
+		}
+	}
+	if mode.Confined() {
+		if missing := sandbox.Discovered().MissingLayers(); len(missing) > 0 {
+			warn(fmt.Sprintf("this host's fence lacks the %s layer: jobs run under %s only (see paddock probe)",
+				strings.Join(missing, " and "), strings.Join(sandbox.Discovered().Layers(), ", ")))
+		}
+	}
+	if opts.SeccompFile != "" {
+		prog, err := sandbox.SeccompBytes(sandbox.SeccompParams{UnixSockets: policy.UnixSockets()})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.SeccompFile, prog, 0o644); err != nil {
+			return fmt.Errorf("--seccomp-file: %w", err)
 		}
 	}
 	if gopts.JSON {

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"paddock/internal/e2etest"
+	"paddock/sandbox"
 )
 
 func TestConfineCommandUsageErrors(t *testing.T) {
@@ -51,7 +54,43 @@ func TestConfineCommandJSON(t *testing.T) {
 	joined := strings.Join(argv, " ")
 	require.True(t, filepath.IsAbs(argv[0]))
 	require.Contains(t, joined, "--unshare-net")
-	require.Contains(t, joined, "--bind "+ws+" "+ws+" --bind /var/tmp /var/tmp --chdir "+ws+" -- make test")
+	require.Contains(t, joined, "--bind "+ws+" "+ws+" --bind /var/tmp /var/tmp --chdir "+ws+" -- ")
+	require.True(t, strings.HasSuffix(joined, " -- make test"), joined)
+}
+
+// TestConfineCommandLayers: the argv carries the layers the probe found
+// (--unshare-ipc, --seccomp 4, the launcher with the writable set), and
+// --seccomp-file writes the program for the policy, Unix sockets as
+// --unix-sockets says.
+func TestConfineCommandLayers(t *testing.T) {
+	requireBwrapCmd(t)
+	rep, err := sandbox.Probe(context.Background())
+	require.NoError(t, err)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for _, unix := range []bool{false, true} {
+		prog := filepath.Join(t.TempDir(), "prog")
+		var out bytes.Buffer
+		err = runConfine(context.Background(), ConfineOptions{Mode: "workspace_write", Workspace: ws, Network: true, UnixSockets: unix, SeccompFile: prog},
+			&GlobalOptions{JSON: true}, nil, []string{"true"}, &out, io.Discard)
+		require.NoError(t, err)
+		var argv []string
+		require.NoError(t, json.Unmarshal(out.Bytes(), &argv))
+		joined := strings.Join(argv, " ")
+		require.Contains(t, joined, " --unshare-ipc ")
+		require.Contains(t, joined, " --seccomp 4 ")
+		if rep.LandlockABI > 0 {
+			launcher := sandbox.LauncherPath(rep.Grade)
+			require.Contains(t, joined, " --ro-bind-fd 6 "+launcher+" ")
+			require.Contains(t, joined, " -- "+launcher+" __sandbox-launch --landlock "+strconv.Itoa(rep.LandlockABI)+" --dir "+ws+" --dir /tmp ")
+			require.Equal(t, unix, slices.Contains(argv, "--unix-sockets"))
+		}
+		want, err := sandbox.SeccompBytes(sandbox.SeccompParams{UnixSockets: unix})
+		require.NoError(t, err)
+		got, err := os.ReadFile(prog)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
 }
 
 // requireBwrapCmd skips when bwrap is unusable, or fails under
@@ -83,7 +122,8 @@ func TestE2EConfineDefaultWorkspace(t *testing.T) {
 		// Between the bind and --chdir come the directories paddock hides
 		// that exist on this host (the default state directory, say).
 		require.Contains(t, out, " "+c.bind+" "+real+" "+real+" ", c.mode)
-		require.True(t, strings.HasSuffix(out, " --chdir "+real+" -- true\n"), out)
+		require.Contains(t, out, " --chdir "+real+" -- ", out)
+		require.True(t, strings.HasSuffix(out, " -- true\n"), out)
 	}
 	help, _, code := b.Run("confine", "--help")
 	require.Equal(t, 0, code)
@@ -106,7 +146,8 @@ func TestE2EConfineWarnsWhatAWorkerRefuses(t *testing.T) {
 	out, errOut, code := b.RunIn(dir, "", "confine", "--mode", "workspace_write", "--workspace", ".", "--", "make", "test")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, " --bind "+dir+" "+dir+" ")
-	require.True(t, strings.HasSuffix(out, " --chdir "+dir+" -- make test\n"), out)
+	require.Contains(t, out, " --chdir "+dir+" -- ", out)
+	require.True(t, strings.HasSuffix(out, " -- make test\n"), out)
 	require.Equal(t, "paddock: warning: a paddock worker would not run a job with this workspace: runner: "+dir+" contains "+state+", which paddock keeps out of every job's reach", strings.SplitN(errOut, " (", 2)[0])
 	require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)
 

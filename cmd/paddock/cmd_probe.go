@@ -28,12 +28,16 @@ func newProbeCommand(gopts *GlobalOptions) *cobra.Command {
 	var opts ProbeOptions
 	return &cobra.Command{
 		Use:   "probe",
-		Short: "Check bubblewrap on this host: grade, executable, version, network isolation",
+		Short: "Check bubblewrap on this host: grade, layers, executable, version, network isolation",
 		Long: `probe runs real bubblewrap sandboxes to find what this host supports:
-the grade (full, partial or unusable), the absolute bwrap executable, its
-version, whether network isolation (--unshare-net) works and whether paddock
-runs as root. When bwrap is unusable it prints bwrap's own error line and a
-hint, and exits 1. With --json it prints one object with message_type "probe".
+the grade (full, partial or unusable), the layers of the fence that hold
+here (bwrap always; seccomp; landlock with its ABI level, checked by a
+write it must stop), the absolute bwrap executable, its version, whether
+network isolation (--unshare-net) works and whether paddock runs as root.
+A missing layer is listed as missing, with the reason in a note. When bwrap
+is unusable it prints bwrap's own error line and a hint, and exits 1. With
+--json it prints one object with message_type "probe" ("layers",
+"seccomp", "landlock_abi" among its fields).
 
 It always runs bwrap, and rewrites the state directory's probe cache
 (<state>/cache/probe.json, which worker, run and check read at start-up) or
@@ -91,6 +95,13 @@ func printProbe(w io.Writer, r sandbox.ProbeReport) {
 		return "no"
 	}
 	fmt.Fprintf(w, "grade:             %s\n", r.Grade)
+	if r.Usable() {
+		layers := strings.Join(r.Layers, ", ")
+		if missing := r.Discovery().MissingLayers(); len(missing) > 0 {
+			layers += " (no " + strings.Join(missing, ", no ") + ": see the notes)"
+		}
+		fmt.Fprintf(w, "layers:            %s\n", layers)
+	}
 	fmt.Fprintf(w, "executable:        %s\n", orNone(r.Executable))
 	fmt.Fprintf(w, "version:           %s\n", orNone(r.Version))
 	fmt.Fprintf(w, "network isolation: %s\n", yes(r.NetworkIsolation))

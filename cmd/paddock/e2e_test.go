@@ -16,12 +16,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/internal/e2etest"
+	"paddock/sandbox/launch"
 )
 
 // End-to-end tests: they build the real paddock binary once and drive it as
 // a user would, with real bwrap, a real SQLite file and real processes.
 
 func TestMain(m *testing.M) {
+	// The in-process runner of some tests binds this test binary into
+	// confined jobs as their launcher.
+	launch.Dispatch()
 	code := m.Run()
 	e2etest.Cleanup()
 	if denylistPath != "" { // cmd_hook_test.go

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"paddock/sandbox/launch"
 )
 
 // Exit codes shared by every command; docs/commands.md ("Exit codes") documents them.
@@ -27,6 +29,11 @@ const (
 )
 
 func main() {
+	// Inside a confined job's sandbox paddock is the launcher (the first
+	// program bwrap runs): nothing else of paddock runs there, not even
+	// the descriptor sweep below, which would close the launcher's report
+	// pipe.
+	launch.Dispatch()
 	closeInheritedFDs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

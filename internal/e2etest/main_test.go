@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox/launch"
 )
 
 // The reliability suites: crash (crash_test.go), escape (escape_test.go)
@@ -14,13 +16,23 @@ import (
 // variants run with PADDOCK_SOAK=1 (make soak).
 
 func TestMain(m *testing.M) {
+	// The probe ([RequireBwrap]) checks the Landlock layer with this test
+	// binary as the launcher.
+	launch.Dispatch()
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	Cleanup()
 	if hostileDir != "" {
 		os.RemoveAll(hostileDir)
 	}
 	os.Exit(code)
 }
+
+// cleanups run once every test is done (files shared by the tests of
+// this binary).
+var cleanups []func()
 
 // soak reports whether the long variants should run.
 func soak() bool { return os.Getenv("PADDOCK_SOAK") == "1" }

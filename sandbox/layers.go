@@ -1,0 +1,189 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"paddock/sandbox/launch"
+)
+
+// The descriptors a confined argv from [Build] names, as bwrap inherits
+// them: exec.Cmd.ExtraFiles[i] becomes descriptor 3+i. [Inherited] puts
+// the files in this order; a layer the host lacks leaves its slot empty
+// (nil), so that the numbers never move.
+const (
+	// SeccompFD carries the seccomp program ([SeccompFile]); bwrap reads
+	// it to its end (--seccomp).
+	SeccompFD = 4
+	// LaunchReportFD is the status pipe's write end again, for the
+	// launcher: it writes a [launch.ReportKey] record there when the
+	// job's argv never ran. bwrap does not use it.
+	LaunchReportFD = 5
+	// LauncherFD is the launcher binary, bound read-only at
+	// [LauncherPath] (--ro-bind-fd).
+	LauncherFD = 6
+	// FirstRootFD is the first pinned root ([ConfineParams].RootFDs);
+	// the others follow in [Policy.Roots] order ([RootFDs]).
+	FirstRootFD = 7
+)
+
+// Inherited are the files bwrap inherits to run an argv from [Build].
+// The caller opens them for one spawn, passes [Inherited.ExtraFiles] as
+// exec.Cmd.ExtraFiles and closes its copies after Start.
+type Inherited struct {
+	// Status is the write end of the status pipe ([StatusFD], and
+	// [LaunchReportFD] when Launcher is set). Required.
+	Status *os.File
+	// Seccomp is the seccomp program ([SeccompFile]); nil when the
+	// discovery has no seccomp layer.
+	Seccomp *os.File
+	// Launcher is the launcher binary; nil when the discovery has no
+	// Landlock layer. It is only read (bound), never executed by the
+	// caller, and may be shared by concurrent spawns.
+	Launcher *os.File
+	// Roots are the pinned roots ([PinRoots]), in [Policy.Roots] order.
+	Roots []*os.File
+}
+
+// ExtraFiles returns the files in descriptor order, from 3.
+func (in Inherited) ExtraFiles() []*os.File {
+	out := make([]*os.File, 0, FirstRootFD-3+len(in.Roots))
+	report := in.Status
+	if in.Launcher == nil {
+		report = nil
+	}
+	out = append(out, in.Status, in.Seccomp, report, in.Launcher)
+	return append(out, in.Roots...)
+}
+
+// RootFDs returns the descriptor numbers of n pinned roots as
+// [Inherited.ExtraFiles] places them: [FirstRootFD] on.
+func RootFDs(n int) []int {
+	fds := make([]int, n)
+	for i := range fds {
+		fds[i] = FirstRootFD + i
+	}
+	return fds
+}
+
+// SeccompFile returns a pipe's read end holding the seccomp program for
+// policy p on this machine's architecture ([SeccompBytes], Unix sockets
+// as p says), its write end already closed: bwrap reads it to its end,
+// once. Each spawn needs its own. The caller closes it after Start.
+func SeccompFile(p Policy) (*os.File, error) {
+	b, err := nativeSeccomp[boolIndex(p.UnixSockets())]()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: seccomp pipe: %w", err)
+	}
+	// A few hundred bytes: far below a pipe's capacity, so the write
+	// never blocks without a reader.
+	_, err = w.Write(b)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("sandbox: seccomp pipe: %w", err)
+	}
+	return r, nil
+}
+
+// nativeSeccomp memoizes [SeccompBytes] for this machine's architecture,
+// without and with Unix sockets: a pure function's result, built at the
+// first confined job instead of at every one (about 20 µs).
+var nativeSeccomp = [2]func() ([]byte, error){
+	sync.OnceValues(func() ([]byte, error) { return SeccompBytes(SeccompParams{}) }),
+	sync.OnceValues(func() ([]byte, error) { return SeccompBytes(SeccompParams{UnixSockets: true}) }),
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// OpenLauncher opens this process's own executable (/proc/self/exe) to
+// be the launcher of confined jobs: the program must run [launch.Main]
+// when its first argument is [launch.Command] ([launch.Dispatch]). The
+// descriptor stays valid if the file is replaced or removed on disk.
+// The caller closes it.
+func OpenLauncher() (*os.File, error) {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: opening the launcher: %w", err)
+	}
+	return f, nil
+}
+
+// LauncherPath is where the launcher binary is bound inside the sandbox
+// at grade g: in a tmpfs bwrap makes for the sandbox, where no workspace,
+// writable root or hidden directory can be (they are refused under /dev
+// and /proc), so nothing the job asks for covers it and nothing is
+// created on the host: /dev at the full grade, /proc (an empty
+// read-only tmpfs) at the partial grade.
+func LauncherPath(g Grade) string {
+	if g == GradeFull {
+		return "/dev/.paddock-launch"
+	}
+	return "/proc/.paddock-launch"
+}
+
+// Layer names, as [Discovery.Layers] lists them.
+const (
+	LayerBwrap    = "bwrap"
+	LayerSeccomp  = "seccomp"
+	LayerLandlock = "landlock"
+)
+
+// Layers names the layers of the fence d builds, in order: always
+// "bwrap"; "seccomp" when d.Seccomp; "landlock ABI N" when
+// d.LandlockABI > 0.
+func (d Discovery) Layers() []string {
+	out := []string{LayerBwrap}
+	if d.Seccomp {
+		out = append(out, LayerSeccomp)
+	}
+	if d.LandlockABI > 0 {
+		out = append(out, LayerLandlock+" ABI "+strconv.Itoa(d.LandlockABI))
+	}
+	return out
+}
+
+// launchSpec is what the launcher of a job with policy p enforces at
+// grade g: writes below the workspace and writable roots
+// (workspace_write only), /tmp, and the device nodes (all of /dev, a
+// private tmpfs, at the full grade; the five bound nodes at the partial
+// grade).
+func launchSpec(p Policy, d Discovery, argv []string) launch.Spec {
+	s := launch.Spec{LandlockABI: d.LandlockABI, UnixSockets: p.unix, Seccomp: d.Seccomp, ReportFD: LaunchReportFD, Argv: argv}
+	if p.mode == ModeWorkspaceWrite {
+		s.WritableDirs = append(s.WritableDirs, p.Roots()...)
+	}
+	s.WritableDirs = append(s.WritableDirs, "/tmp")
+	if d.Grade == GradeFull {
+		s.WritableDirs = append(s.WritableDirs, "/dev")
+	} else {
+		s.WritableFiles = append(s.WritableFiles, devNodes...)
+	}
+	return s
+}
+
+// MissingLayers names the layers d lacks: "seccomp" and "landlock" when
+// the host does not have them; none when the fence is whole.
+func (d Discovery) MissingLayers() []string {
+	var out []string
+	if !d.Seccomp {
+		out = append(out, LayerSeccomp)
+	}
+	if d.LandlockABI == 0 {
+		out = append(out, LayerLandlock)
+	}
+	return out
+}

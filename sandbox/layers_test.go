@@ -1,0 +1,305 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox/launch"
+)
+
+var (
+	launcherOnce sync.Once
+	launcherPath string
+	launcherErr  error
+)
+
+// openTestLauncher opens this test binary (the launcher: see TestMain)
+// for u. bwrap resolves a bound descriptor's path as the user it runs as,
+// and the test binary lies in a directory only its owner may enter: for
+// another user (nobody), a copy in a directory anyone may enter, made once
+// and removed with the test binary's temporary files.
+func openTestLauncher(t *testing.T, u who) *os.File {
+	t.Helper()
+	if u.cred == nil {
+		f, err := OpenLauncher()
+		require.NoError(t, err)
+		return f
+	}
+	launcherOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "paddock-launcher-")
+		if err != nil {
+			launcherErr = err
+			return
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			launcherErr = err
+			return
+		}
+		src, err := os.Open("/proc/self/exe")
+		if err != nil {
+			launcherErr = err
+			return
+		}
+		defer src.Close()
+		p := filepath.Join(dir, "launcher")
+		dst, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+		if err != nil {
+			launcherErr = err
+			return
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			dst.Close()
+			launcherErr = err
+			return
+		}
+		launcherErr = dst.Close()
+		launcherPath = p
+		testCleanups = append(testCleanups, func() { os.RemoveAll(dir) })
+	})
+	require.NoError(t, launcherErr)
+	f, err := os.Open(launcherPath)
+	require.NoError(t, err)
+	return f
+}
+
+// inherited returns the ExtraFiles of an argv built with d and p for a
+// job run as u: the status pipe's write end, the seccomp program and the
+// launcher as d's layers need them, then roots. The files are closed when
+// the test ends.
+func inherited(t *testing.T, d Discovery, p Policy, u who, status *os.File, roots ...*os.File) []*os.File {
+	t.Helper()
+	in := Inherited{Status: status, Roots: roots}
+	if d.Seccomp {
+		f, err := SeccompFile(p)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		in.Seccomp = f
+	}
+	if d.LandlockABI > 0 {
+		f := openTestLauncher(t, u)
+		t.Cleanup(func() { f.Close() })
+		in.Launcher = f
+	}
+	return in.ExtraFiles()
+}
+
+// TestInheritedLayout: the descriptors land where the argv names them,
+// whatever is missing; the report slot is the status pipe only when
+// there is a launcher.
+func TestInheritedLayout(t *testing.T) {
+	t.Parallel()
+	status, seccomp, launcher, r1, r2 := os.Stdout, os.Stdin, os.Stderr, &os.File{}, &os.File{}
+	got := Inherited{Status: status, Seccomp: seccomp, Launcher: launcher, Roots: []*os.File{r1, r2}}.ExtraFiles()
+	require.Equal(t, []*os.File{status, seccomp, status, launcher, r1, r2}, got)
+	for fd, f := range map[int]*os.File{StatusFD: status, SeccompFD: seccomp, LaunchReportFD: status, LauncherFD: launcher, FirstRootFD: r1, FirstRootFD + 1: r2} {
+		require.Same(t, f, got[fd-3], "fd %d", fd)
+	}
+	got = Inherited{Status: status, Roots: []*os.File{r1}}.ExtraFiles()
+	require.Equal(t, []*os.File{status, nil, nil, nil, r1}, got)
+	require.Equal(t, []int{FirstRootFD, FirstRootFD + 1}, RootFDs(2))
+}
+
+// TestConfineLayersArgv: the layers' options at each grade and mode: the
+// seccomp descriptor, the launcher bound in the grade's own tmpfs (before
+// /proc is remounted read-only at the partial grade), and the launcher's
+// writable set: the roots only in workspace_write mode, /tmp, and the
+// devices as the grade has them.
+func TestConfineLayersArgv(t *testing.T) {
+	t.Parallel()
+	root := mkdirs(t, "ws", "extra")
+	ws, extra := filepath.Join(root, "ws"), filepath.Join(root, "extra")
+	for _, tc := range []struct {
+		name   string
+		grade  Grade
+		params PolicyParams
+		base   []string // the grade's base, launcher bind included
+		spec   []string // the launcher's arguments before "--"
+	}{
+		{"full/workspace_write", GradeFull, PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Writable: []string{extra}, Network: true},
+			[]string{"--dev", "/dev", "--proc", "/proc", "--ro-bind-fd", "6", "/dev/.paddock-launch"},
+			[]string{"--landlock", "6", "--dir", ws, "--dir", extra, "--dir", "/tmp", "--dir", "/dev", "--seccomp", "--report", "5"}},
+		{"partial/read_only/unix", GradePartial, PolicyParams{Mode: ModeReadOnly, Workspace: ws, Network: true, UnixSockets: true},
+			append(slices.Clone(partialDevBinds), "--tmpfs", "/proc", "--ro-bind-fd", "6", "/proc/.paddock-launch", "--remount-ro", "/proc"),
+			[]string{"--landlock", "6", "--dir", "/tmp", "--file", "/dev/null", "--file", "/dev/zero", "--file", "/dev/full",
+				"--file", "/dev/random", "--file", "/dev/urandom", "--unix-sockets", "--seccomp", "--report", "5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicy(tc.params)
+			require.NoError(t, err)
+			d := Discovery{Executable: "/usr/bin/bwrap", Grade: tc.grade, NetworkIsolation: true, DisableUserns: true, Seccomp: true, LandlockABI: 6}
+			got, err := ConfineWith([]string{"true"}, p, d)
+			require.NoError(t, err)
+			require.Equal(t, []string{"/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
+				"--die-with-parent", "--new-session", "--json-status-fd", "3", "--seccomp", "4", "--ro-bind", "/", "/"}, got[:16])
+			require.Equal(t, tc.base, got[16:16+len(tc.base)])
+			tail := append(append([]string{"--", LauncherPath(tc.grade), "__sandbox-launch"}, tc.spec...), "--", "true")
+			require.Equal(t, tail, got[len(got)-len(tail):])
+		})
+	}
+	// Without the layers: no --seccomp, no launcher; --unshare-ipc stays.
+	p, err := NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: ws, Network: true})
+	require.NoError(t, err)
+	got, err := ConfineWith([]string{"true"}, p, Discovery{Executable: "/usr/bin/bwrap", Grade: GradeFull, NetworkIsolation: true})
+	require.NoError(t, err)
+	require.Contains(t, got, "--unshare-ipc")
+	require.NotContains(t, got, "--seccomp")
+	require.NotContains(t, got, "--ro-bind-fd")
+	require.Equal(t, []string{"--", "true"}, got[len(got)-2:])
+}
+
+// partialDevBinds are the partial grade's device binds.
+var partialDevBinds = []string{
+	"--dev-bind", "/dev/null", "/dev/null", "--dev-bind", "/dev/zero", "/dev/zero", "--dev-bind", "/dev/full", "/dev/full",
+	"--dev-bind", "/dev/random", "/dev/random", "--dev-bind", "/dev/urandom", "/dev/urandom",
+}
+
+// requireLandlockHere skips a test of the Landlock layer on a host
+// without it, or fails it under PADDOCK_REQUIRE_BWRAP=1.
+func requireLandlockHere(t *testing.T, d Discovery) {
+	t.Helper()
+	if d.LandlockABI == 0 {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			t.Fatal("no Landlock layer on this host and PADDOCK_REQUIRE_BWRAP=1")
+		}
+		t.Skip("no Landlock layer on this host")
+	}
+}
+
+// TestLandlockLayer: with a directory bound read-write that is not in the
+// writable set, the mounts would let the job write it; Landlock does not.
+// The writable set works (workspace, /tmp, /dev/null, a FIFO and a rename
+// in the workspace); a host FIFO on the read-only root cannot be opened
+// for writing; from ABI 6 the sandbox's init (outside the domain) cannot
+// be signalled.
+func TestLandlockLayer(t *testing.T) {
+	matrix(t, func(t *testing.T, d Discovery, u who) {
+		requireLandlockHere(t, d)
+		ws := hostDir(t, "", u.uid)
+		ungranted := hostDir(t, "/var/tmp", u.uid)
+		fifoDir := hostDir(t, "/var/tmp", u.uid)
+		fifo := filepath.Join(fifoDir, "fifo")
+		require.NoError(t, syscall.Mkfifo(fifo, 0o666))
+		require.NoError(t, os.Chmod(fifo, 0o666))
+		// A reader, so that opening for writing would not block.
+		rfd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer syscall.Close(rfd)
+		p := mustPolicy(t, PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: true})
+		argv, err := Build(ConfineParams{Policy: p, Discovery: d, ungranted: []string{ungranted}, Argv: sh(`
+echo in > "$1/inside" || exit 20
+if ( echo out > "$2/outside" ) 2>/dev/null; then echo "ESCAPED: wrote the ungranted directory"; fi
+( echo out > "$2/outside" ) 2>&1 | grep -q "Permission denied" || echo "BROKEN: no EACCES"
+echo tmp > /tmp/t || exit 21
+echo null > /dev/null || exit 22
+mkfifo "$1/own-fifo" && mv "$1/inside" "$1/renamed" || exit 23
+if ( echo x > "$3" ) 2>/dev/null; then echo "ESCAPED: wrote the host FIFO"; fi
+if [ "$4" -ge 6 ] && kill -0 1 2>/dev/null; then echo "ESCAPED: signalled the sandbox's init"; fi
+echo done`, ws, ungranted, fifo, strconv.Itoa(d.LandlockABI))})
+		require.NoError(t, err)
+		res := runArgv(t, argv, d, p, u)
+		require.Equal(t, OutcomeSucceeded, res.class.Outcome, "%+v %s", res.class, res.stderr)
+		require.Equal(t, "done\n", res.stdout, res.stderr)
+		require.NoFileExists(t, filepath.Join(ungranted, "outside"))
+		require.FileExists(t, filepath.Join(ws, "renamed"))
+		buf := make([]byte, 16)
+		n, _ := syscall.Read(rfd, buf)
+		require.LessOrEqual(t, n, 0, "the host FIFO's reader got %q", buf[:max(n, 0)])
+	})
+}
+
+// TestLaunchFailures: a job the launcher cannot start never ran
+// (runner_failed, with the launcher's reason), and one whose Landlock
+// ruleset the kernel refuses does not run unconfined: a spec asking for
+// an ABI level the kernel lacks, or a writable path that is not there.
+func TestLaunchFailures(t *testing.T) {
+	matrix(t, func(t *testing.T, d Discovery, u who) {
+		requireLandlockHere(t, d)
+		ws := hostDir(t, "", u.uid)
+		p := mustPolicy(t, PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: true})
+		plain := filepath.Join(ws, "not-executable")
+		require.NoError(t, os.WriteFile(plain, []byte("echo RAN\n"), 0o644))
+		for _, tc := range []struct {
+			name, want string
+			argv       []string
+			edit       func(argv []string) // changes the built argv
+		}{
+			{"not executable", "execvp " + plain + ": permission denied", []string{plain}, nil},
+			{"not found", "execvp no-such-command-here: no such file or directory", []string{"no-such-command-here"}, nil},
+			{"missing path", "landlock ABI", sh(`echo RAN`), func(a []string) { a[slices.Index(a, "--dir")+1] = "/nonexistent-dir" }},
+		} {
+			argv, err := ConfineWith(tc.argv, p, d)
+			require.NoError(t, err)
+			if tc.edit != nil {
+				tc.edit(argv)
+			}
+			res := runArgv(t, argv, d, p, u)
+			require.NotContains(t, res.stdout, "RAN", tc.name)
+			require.False(t, res.status.Ran, tc.name)
+			require.Equal(t, OutcomeRunnerFailed, res.class.Outcome, tc.name)
+			require.Contains(t, res.status.LaunchError, tc.want, tc.name)
+			require.Contains(t, res.class.Reason, "paddock-launch: "+tc.want, tc.name)
+		}
+	})
+}
+
+// TestProbeLayers: the probe reports the layers that hold, and a layer
+// that fails its check is dropped with a note saying why, never
+// silently: a launcher that is not one (/bin/true, which runs nothing)
+// leaves bwrap and seccomp.
+func TestProbeLayers(t *testing.T) {
+	t.Parallel()
+	rep := requireBwrap(t)
+	require.True(t, rep.Seccomp)
+	require.Equal(t, rep.Discovery().Layers(), rep.Layers)
+	if rep.LandlockABI == 0 {
+		requireLandlockHere(t, rep.Discovery())
+	}
+	bogus, err := os.Open("/bin/true")
+	require.NoError(t, err)
+	defer bogus.Close()
+	r, err := ProbeWith(context.Background(), ProbeParams{Launcher: bogus, MaxGrade: rep.Grade})
+	require.NoError(t, err)
+	require.Equal(t, rep.Grade, r.Grade)
+	require.Zero(t, r.LandlockABI)
+	require.Equal(t, []string{LayerBwrap, LayerSeccomp}, r.Layers)
+	require.Equal(t, []string{LayerLandlock}, r.Discovery().MissingLayers())
+	require.True(t, slices.ContainsFunc(r.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "no landlock layer at the "+string(rep.Grade)+" grade: ")
+	}), "%q", r.Notes)
+}
+
+// TestStatusLaunchError: the launcher's record (written with the key the
+// launch package names) makes the status "never ran", whatever exit-code
+// record bwrap writes after it, and Classify says why.
+func TestStatusLaunchError(t *testing.T) {
+	t.Parallel()
+	rec, err := json.Marshal(map[string]string{launch.ReportKey: "execvp nope: no such file or directory"})
+	require.NoError(t, err)
+	stream := `{"child-pid": 42, "pid-namespace": 7}` + "\n" + string(rec) + "\n" + `{"exit-code": 127}` + "\n"
+	st, err := ReadStatus(strings.NewReader(stream))
+	require.NoError(t, err)
+	require.Equal(t, Status{ChildPID: 42, PidNamespace: 7, ExitCode: 127, LaunchError: "execvp nope: no such file or directory"}, st)
+	cmd := exec.Command("/bin/sh", "-c", "exit 127")
+	_ = cmd.Run()
+	c := Classify(ClassifyParams{Mode: ModeReadOnly, State: cmd.ProcessState, Status: st})
+	require.Equal(t, OutcomeRunnerFailed, c.Outcome)
+	require.Equal(t, 127, c.ExitCode)
+	require.True(t, strings.HasPrefix(c.Reason, "paddock-launch: execvp nope: no such file or directory (the command could not be started"), c.Reason)
+	// An empty message still counts.
+	st, err = ReadStatus(strings.NewReader(`{"` + launch.ReportKey + `": ""}` + "\n" + `{"exit-code": 126}` + "\n"))
+	require.NoError(t, err)
+	require.False(t, st.Ran)
+	require.Equal(t, "the launcher failed", st.LaunchError)
+}
