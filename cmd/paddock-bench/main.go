@@ -20,7 +20,11 @@
 //  4. start: paddock worker from exec to its first claim with three hooks,
 //     with and without the compilation cache;
 //  5. memory: the worker's peak RSS through scenario 1 and through a job
-//     that writes 2 GiB to stdout.
+//     that writes 2 GiB to stdout;
+//  6. layers: the per-job cost of each layer of the fence (bwrap alone,
+//     + --unshare-ipc, + seccomp, + the Landlock launcher), the confined
+//     /bin/true argv spawned as the worker spawns it, the variants in
+//     turn job by job.
 //
 // It runs the real binaries (--paddock, default bin/paddock) and the
 // example hooks (--hooks-dir, default bin/hooks): build them first with
@@ -78,7 +82,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "runs per measurement; each row is their median, min and max")
 	flag.IntVar(&o.jobs, "jobs", 200, "jobs per throughput run")
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
-	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers", "comma-separated scenarios to run")
 	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an in-process worker running the throughput batch (concurrency 2) to this file, and nothing else")
@@ -135,9 +139,11 @@ func run(o options) error {
 			err = b.start(ctx)
 		case "memory":
 			err = b.memory(ctx)
+		case "layers":
+			err = b.layers(ctx)
 		case "":
 		default:
-			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory)", s)
+			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
