@@ -56,7 +56,8 @@ type Executor struct {
 	// sandbox/launch): it is read, never closed by the Executor, and
 	// shared by concurrent jobs. Defaults to this process's own
 	// executable ([sandbox.OpenLauncher]), opened at the first confined
-	// job: the program must then call launch.Dispatch first in main.
+	// job and again once it was replaced on disk: the program must then
+	// call launch.Dispatch first in main.
 	Launcher *os.File
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
@@ -64,19 +65,30 @@ type Executor struct {
 	fenceOnce    sync.Once
 	defaultFence Fence
 
-	launcherOnce sync.Once
-	launcher     *os.File
-	launcherErr  error
+	launcherMu sync.Mutex
+	launcher   *os.File
 }
 
-// launcherFile returns e.Launcher, or this process's executable opened
-// once.
+// launcherFile returns e.Launcher, or this process's executable
+// ([sandbox.OpenLauncher]): opened at the first confined job, and again
+// once the file has been unlinked (paddock upgraded while the worker
+// runs), which bwrap could no longer bind. The file it replaces stays
+// open: a spawn may be handing it to bwrap.
 func (e *Executor) launcherFile() (*os.File, error) {
 	if e.Launcher != nil {
 		return e.Launcher, nil
 	}
-	e.launcherOnce.Do(func() { e.launcher, e.launcherErr = sandbox.OpenLauncher() })
-	return e.launcher, e.launcherErr
+	e.launcherMu.Lock()
+	defer e.launcherMu.Unlock()
+	if e.launcher != nil && !sandbox.Unlinked(e.launcher) {
+		return e.launcher, nil
+	}
+	f, err := sandbox.OpenLauncher()
+	if err != nil {
+		return nil, err
+	}
+	e.launcher = f
+	return f, nil
 }
 
 // fence returns e.Fence, or the default one built once.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"paddock/sandbox/launch"
 )
@@ -111,15 +112,38 @@ func boolIndex(b bool) int {
 
 // OpenLauncher opens this process's own executable (/proc/self/exe) to
 // be the launcher of confined jobs: the program must run [launch.Main]
-// when its first argument is [launch.Command] ([launch.Dispatch]). The
-// descriptor stays valid if the file is replaced or removed on disk.
-// The caller closes it.
+// when its first argument is [launch.Command] ([launch.Dispatch]). When
+// the running file has been unlinked since it started (replaced by an
+// upgrade), it opens the file now at the executable's path instead:
+// bwrap 0.8.0 binds a descriptor through the path it reads back from
+// /proc/self/fd, which an unlinked file no longer has. A runner holding
+// the descriptor should open it again once [Unlinked] says so. The caller
+// closes it.
 func OpenLauncher() (*os.File, error) {
 	f, err := os.Open("/proc/self/exe")
+	if err == nil && Unlinked(f) {
+		f.Close()
+		var exe string
+		if exe, err = os.Executable(); err == nil { // " (deleted)" trimmed
+			f, err = os.Open(exe)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: opening the launcher: %w", err)
 	}
 	return f, nil
+}
+
+// Unlinked reports whether f's file has no name left on disk (its link
+// count is 0), which bwrap cannot bind by descriptor. An error reading it
+// counts as unlinked.
+func Unlinked(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Nlink == 0
 }
 
 // LauncherPath is where the launcher binary is bound inside the sandbox

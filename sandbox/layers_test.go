@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -302,4 +303,71 @@ func TestStatusLaunchError(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Ran)
 	require.Equal(t, "the launcher failed", st.LaunchError)
+}
+
+// openLauncherArg makes this test binary run openLauncherProbe (see
+// TestMain).
+const openLauncherArg = "__open-launcher"
+
+// openLauncherProbe renames the file named by $REPLACE_WITH (when set)
+// over this running executable, as an upgrade does, then opens the
+// launcher and prints the inode it opened.
+func openLauncherProbe() {
+	if with := os.Getenv("REPLACE_WITH"); with != "" {
+		exe, err := os.Executable()
+		if err == nil {
+			err = os.Rename(with, exe)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+	}
+	f, err := OpenLauncher()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println(fi.Sys().(*syscall.Stat_t).Ino, Unlinked(f))
+	os.Exit(0)
+}
+
+// TestOpenLauncherAfterUpgrade: the launcher is the running executable,
+// and once that file has been replaced on disk (an upgrade renames a new
+// one over it), the file now at its path: bwrap cannot bind a descriptor
+// whose file has no name left.
+func TestOpenLauncherAfterUpgrade(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src, err := os.Open("/proc/self/exe")
+	require.NoError(t, err)
+	defer src.Close()
+	bin := filepath.Join(dir, "paddock")
+	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+	ino := func(path string) string {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10)
+	}
+	run := func(env ...string) string {
+		cmd := exec.Command(bin, openLauncherArg)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return strings.TrimSpace(string(out))
+	}
+	require.Equal(t, ino(bin)+" false", run(), "the running file itself")
+	upgrade := filepath.Join(dir, "paddock.new")
+	require.NoError(t, os.WriteFile(upgrade, []byte("#!/bin/sh\n"), 0o755))
+	want := ino(upgrade)
+	require.Equal(t, want+" false", run("REPLACE_WITH="+upgrade), "the file now at the executable's path")
 }

@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == syscallProbeArg {
 		syscallProbe()
 	}
+	if len(os.Args) > 1 && os.Args[1] == openLauncherArg {
+		openLauncherProbe()
+	}
 	code := m.Run()
 	for _, f := range testCleanups {
 		f()
