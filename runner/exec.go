@@ -559,6 +559,10 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 				w, err := sandbox.WatchInit(s, func(exited bool) {
 					defer watchers.Done()
 					if exited && ctx.Err() == nil { // a hard stop came first: not ended
+						// The sandbox's init is gone, so the command has
+						// exited: Exiting comes first even when this
+						// goroutine wins the race with the status reader.
+						p.exiting()
 						p.ended()
 					}
 				})
