@@ -85,6 +85,10 @@ type Attempt struct {
 	Trail        json.RawMessage // hook decision trail; opaque to the queue (must be valid JSON or empty)
 	StdoutPath   string
 	StderrPath   string
+	// PolicySHA256 is the hex sha256 of the queue's policy the attempt was
+	// claimed under (JobClaimParams.PolicySHA256); "" when the queue had
+	// none set (the built-in defaults applied). Set by the store at claim.
+	PolicySHA256 string
 }
 
 // Job is a stored job.
@@ -134,6 +138,8 @@ type Job struct {
 //   - ErrWrongState: the operation does not apply in the job's state.
 //   - ErrNotImplemented: the store lacks an optional feature.
 //   - ErrScheduleNotFound: no schedule has that name.
+//   - ErrPolicyNotSet: PolicyGet on a queue with no policy.
+//   - ErrPolicyChanged: JobClaim with another policy digest than the queue's.
 type Store interface {
 	// JobEnqueue stores a batch in one transaction: every spec or none.
 	JobEnqueue(ctx context.Context, p *JobEnqueueParams) ([]Job, error)
@@ -233,6 +239,13 @@ type Store interface {
 	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (ScheduleTickResult, error)
 	// ScheduleDecisionList returns recorded decisions, newest first.
 	ScheduleDecisionList(ctx context.Context, p *ScheduleDecisionListParams) ([]ScheduleDecision, error)
+	// PolicyGet returns the queue's policy document. ErrPolicyNotSet when
+	// none was ever set (the built-in defaults apply).
+	PolicyGet(ctx context.Context) (Policy, error)
+	// PolicySet replaces the queue's policy document and returns it, with
+	// SHA256 and SetAt filled by the store. From then on, JobClaim refuses
+	// claimers that name the previous digest (ErrPolicyChanged).
+	PolicySet(ctx context.Context, p *PolicySetParams) (Policy, error)
 	// Close releases the store. Calls after Close fail.
 	Close() error
 }
@@ -274,6 +287,28 @@ type JobClaimParams struct {
 	// those that are ready: queued, dependencies met, past NotBefore). Used
 	// by `paddock run` to claim the job it just enqueued.
 	JobIDs []string
+	// PolicySHA256 is the digest of the policy the claimer enforces (see
+	// Policy.SHA256; "" for a queue with no policy set). The claim fails
+	// with ErrPolicyChanged, claiming nothing, unless it equals the stored
+	// policy's, so that no job runs under a policy other than the queue's.
+	// It is recorded as the attempt's PolicySHA256.
+	PolicySHA256 string
+}
+
+// Policy is the queue's policy document, as the operator set it. The
+// queue stores it and never interprets it: parsing and enforcement are the
+// runner's (runner.ParsePolicy).
+type Policy struct {
+	Source string    // the TOML text, verbatim
+	Path   string    // the absolute path it was read from; relative paths in it resolve against its directory
+	SHA256 string    // hex sha256 of Source; set by the store
+	SetAt  time.Time // when it was set; set by the store
+}
+
+// PolicySetParams is a policy to store ([Store.PolicySet]).
+type PolicySetParams struct {
+	Source string // required: the TOML text
+	Path   string // absolute path of the file it came from
 }
 
 // LeaseExtendParams renews leases.
@@ -365,6 +400,11 @@ var (
 	ErrNotImplemented = errors.New("queue: not implemented")
 	// ErrScheduleNotFound: no schedule has that name.
 	ErrScheduleNotFound = errors.New("queue: schedule not found")
+	// ErrPolicyNotSet: the queue has no policy document (PolicyGet).
+	ErrPolicyNotSet = errors.New("queue: no policy set")
+	// ErrPolicyChanged: JobClaim named a policy digest that is not the
+	// queue's: the queue's policy was set after the claimer loaded it.
+	ErrPolicyChanged = errors.New("queue: the queue's policy is not the claimer's")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("queue: store closed")
 )

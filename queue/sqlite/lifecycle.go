@@ -23,6 +23,9 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	var out []queue.Job
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
+		if err := checkPolicy(ctx, tx, p.PolicySHA256); err != nil {
+			return err
+		}
 		var rows *sql.Rows
 		var err error
 		if len(p.JobIDs) > 0 {
@@ -56,7 +59,7 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		})
 		ins := tx.StmtContext(ctx, s.stAttemptIns)
 		for _, r := range claimed {
-			if _, err := ins.ExecContext(ctx, r.rid, r.AttemptCount, p.WorkerID, now); err != nil {
+			if _, err := ins.ExecContext(ctx, r.rid, r.AttemptCount, p.WorkerID, now, p.PolicySHA256); err != nil {
 				return fmt.Errorf("sqlite: claim: %w", err)
 			}
 			out = append(out, r.Job)

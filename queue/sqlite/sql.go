@@ -17,7 +17,7 @@ import (
 const (
 	jobByIDSQL      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
 	jobByRidSQL     = `SELECT ` + jobCols + ` FROM jobs WHERE rid = ?`
-	attemptsSQL     = `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path FROM attempts WHERE job_rid = ? ORDER BY number`
+	attemptsSQL     = `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path, policy_sha256 FROM attempts WHERE job_rid = ? ORDER BY number`
 	sourceSQL       = `SELECT text FROM sources WHERE id = ?`
 	closeAttemptSQL = `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`
 	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
@@ -185,7 +185,7 @@ func loadAttempts(ctx context.Context, q querier, rid int64) ([]queue.Attempt, e
 			exit           sql.NullInt64
 			argv, trail    string
 		)
-		if err := rows.Scan(&a.Number, &a.WorkerID, &started, &ended, &a.Outcome, &exit, &a.Signal, &a.Reason, &argv, &trail, &a.StdoutPath, &a.StderrPath); err != nil {
+		if err := rows.Scan(&a.Number, &a.WorkerID, &started, &ended, &a.Outcome, &exit, &a.Signal, &a.Reason, &argv, &trail, &a.StdoutPath, &a.StderrPath, &a.PolicySHA256); err != nil {
 			return nil, fmt.Errorf("sqlite: attempts: %w", err)
 		}
 		a.StartedAt, a.EndedAt = ts(started), ts(ended)

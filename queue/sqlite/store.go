@@ -35,7 +35,7 @@ type Options struct {
 const BusyTimeoutDefault = 10 * time.Second
 
 // SchemaVersion is the schema the store writes (PRAGMA user_version).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Store is the embedded [queue.Store]: one SQLite file in WAL mode, shared
 // safely by many goroutines and many processes on one machine (not over a
@@ -123,8 +123,16 @@ CREATE TABLE IF NOT EXISTS attempts (
 	trail       TEXT NOT NULL DEFAULT '',
 	stdout_path TEXT NOT NULL DEFAULT '',
 	stderr_path TEXT NOT NULL DEFAULT '',
+	policy_sha256 TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (job_rid, number)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS policy (
+	id     INTEGER PRIMARY KEY CHECK (id = 1),
+	source TEXT NOT NULL,
+	path   TEXT NOT NULL,
+	sha256 TEXT NOT NULL,
+	set_ns INTEGER NOT NULL
+);
 `
 
 // Open opens (creating when missing) the store in the file at path,
@@ -194,7 +202,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}{
 		{&s.stClaimReady, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
 		{&s.stClaimIDs, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
-		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns) VALUES (?, ?, ?, ?)`},
+		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns, policy_sha256) VALUES (?, ?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
 		{&s.stJobIns1, insertJobsSQL(1)},
 	} {
@@ -232,6 +240,18 @@ func (s *Store) migrate(ctx context.Context) error {
 		// Version 3 replaced the index on state with partial ones.
 		if _, err := tx.ExecContext(ctx, `DROP INDEX IF EXISTS jobs_state; DROP INDEX IF EXISTS jobs_finished`); err != nil {
 			return err
+		}
+	}
+	if v > 0 && v < 4 {
+		// Version 4 records each attempt's policy digest.
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('attempts') WHERE name = 'policy_sha256'`).Scan(&has); err != nil {
+			return err
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE attempts ADD COLUMN policy_sha256 TEXT NOT NULL DEFAULT ''`); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, schema+scheduleSchema); err != nil {

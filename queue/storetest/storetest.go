@@ -134,6 +134,7 @@ func Exercise(t *testing.T, open Opener) {
 	exerciseLeases(t, setup)
 	exerciseList(t, setup)
 	exerciseSchedules(t, setup)
+	exercisePolicy(t, setup)
 }
 
 func names(jobs []queue.Job) []string {
