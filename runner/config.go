@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -431,6 +432,13 @@ func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec)
 		return errors.New(strings.Join(problems, "\n"))
 	}
 	return nil
+}
+
+// WithHooks returns a copy of c whose chain is hs (a policy's, whose
+// lines are the policy file's: messages name hooks without c's lines).
+func (c Config) WithHooks(hs []HookConfig) Config {
+	c.Hooks, c.hookLines = slices.Clone(hs), nil
+	return c
 }
 
 // HookConfigs converts the [[hook]] tables to the hooks package's form.

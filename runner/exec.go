@@ -59,6 +59,11 @@ type Executor struct {
 	// job and again once it was replaced on disk: the program must then
 	// call launch.Dispatch first in main.
 	Launcher *os.File
+	// Policy is the queue's policy: its ceilings refuse a job before
+	// the hooks see it and again after they decided, and its digest is
+	// the one every claim names. Defaults to the zero Policy, which
+	// enforces [DefaultPolicy]'s ceilings.
+	Policy Policy
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 
@@ -177,6 +182,12 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
 	hj := e.HookJob(job, workspace, p.Attempt)
+	// The policy's ceilings come before anything else: a job they refuse
+	// never reaches the hooks (nor the fence).
+	if r := e.Policy.Judge(e.askOf(hj, job)); r != nil {
+		r.Job = job.Name
+		return finish(queue.OutcomeDenied, r.Error())
+	}
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
 	// cannot show, a root the fence refuses) never reaches the hooks: it
 	// is the job's fault, not a policy decision, and the hooks would only
@@ -203,6 +214,13 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeDenied, res.Reason)
 	}
 	final := res.Job
+	// A hook may adjust the job (may_widen widens it), never past the
+	// policy's ceilings.
+	if r := e.Policy.Judge(e.askOf(final, job)); r != nil {
+		r.Job = job.Name
+		r.Msg += " (after the hooks' adjustments)"
+		return finish(queue.OutcomeDenied, r.Error())
+	}
 
 	policy, err := fence.policy(final)
 	if err != nil {
@@ -353,7 +371,9 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 	if mode == "" {
 		mode = e.Config.DefaultMode
 	}
-	network := true
+	// Confined jobs have no network unless they ask for it (and the
+	// policy allows it); an unconfined job cannot be isolated.
+	network := !sandbox.Mode(mode).Confined()
 	if s.Network != nil {
 		network = *s.Network
 	}
@@ -379,6 +399,16 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 		Writable: append([]string(nil), s.Writable...), TimeoutS: timeout.Seconds(),
 		Attempt: attempt, Labels: labels,
 	}
+}
+
+// askOf is what j (job as the hooks see it) asks of the policy; its
+// workspace counts unless it is the job's default one, paddock's own.
+func (e *Executor) askOf(j hooks.Job, job queue.Job) Ask {
+	a := Ask{Mode: sandbox.Mode(j.Mode), Network: j.Network, Writable: j.Writable}
+	if j.Workspace != (StateDir{Root: e.StateDir}).DefaultWorkspace(job.ID) {
+		a.Workspace = j.Workspace
+	}
+	return a
 }
 
 // loaderEnv are the variables that change what a dynamically linked

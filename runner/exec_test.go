@@ -86,7 +86,7 @@ func TestExecuteSpawnGate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: emptyChain(t)}
+	e := &Executor{Config: Config{}.WithDefaults(), StateDir: dir, Chain: emptyChain(t), Policy: allowUnconfined}
 	marker := filepath.Join(dir, "ran")
 	specs, err := jobspec.Parse("job.toml", []byte(fmt.Sprintf("mode = \"danger_full_access\"\ncommand = [\"/bin/sh\", \"-c\", \"echo x >> %s\"]\n", marker)), dir)
 	require.NoError(t, err)

@@ -274,7 +274,8 @@ func RunJob(p RunJobParams) (queue.Job, error) {
 	}
 	ctx := context.Background() // records and claims outlive Ctrl-C
 	for {
-		claimed, err := p.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: p.WorkerID, Limit: 1, Lease: lease, JobIDs: []string{p.JobID}})
+		claimed, err := p.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: p.WorkerID, Limit: 1, Lease: lease, JobIDs: []string{p.JobID},
+			PolicySHA256: p.Executor.Policy.SHA256})
 		if err != nil {
 			return queue.Job{}, err
 		}

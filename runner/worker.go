@@ -165,6 +165,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	}
 	lastRecover := time.Now()
 	var lastPrune, lastTick, lastScan, nextDue time.Time
+	var policyErr error // the queue's policy changed under the worker: it stops claiming
 	for {
 		if time.Since(lastPrune) > pruneInterval {
 			lastPrune = time.Now()
@@ -209,7 +210,13 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			// Not cancelable: a claim takes a millisecond, and a context
 			// that can be canceled costs the SQLite driver a goroutine and
 			// a progress handler per statement.
-			jobs, err := w.o.Store.JobClaim(context.WithoutCancel(ctx), &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration})
+			jobs, err := w.o.Store.JobClaim(context.WithoutCancel(ctx), &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration,
+				PolicySHA256: w.o.Executor.Policy.SHA256})
+			if errors.Is(err, queue.ErrPolicyChanged) {
+				policyErr = fmt.Errorf("%w: %w (restart the worker to run under the new policy)", ErrPolicyMismatch, err)
+				log.Error("the queue's policy changed: claiming no more jobs", "err", err)
+				break
+			}
 			if err != nil && ctx.Err() == nil {
 				log.Error("claim", "err", err)
 			}
@@ -272,7 +279,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	<-finished
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.summary, nil
+	return w.summary, policyErr
 }
 
 // recoverLeases takes back the jobs of workers whose leases expired, and

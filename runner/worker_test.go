@@ -16,6 +16,7 @@ import (
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/sqlite"
+	"paddock/sandbox"
 )
 
 // TestWorkerSlotsAndRecords: a draining worker at concurrency 1 frees a
@@ -49,7 +50,7 @@ func TestWorkerSlotsAndRecords(t *testing.T) {
 	t.Cleanup(func() { events.Close() })
 	cfg := Config{}.WithDefaults()
 	w := NewWorker(WorkerOptions{
-		Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain},
+		Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain, Policy: allowUnconfined},
 		Concurrency: 1, Drain: true, Events: events, ID: "w1",
 	})
 	sum, err := w.Run(ctx)
@@ -117,7 +118,7 @@ name = "last-attempt"
 	cfg := Config{}.WithDefaults()
 	cfg.ShutdownGrace.Duration = 100 * time.Millisecond
 	cfg.Lease.Duration = time.Hour // recovery would take an hour
-	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain}, Concurrency: 2, ID: "w1"})
+	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: chain, Policy: allowUnconfined}, Concurrency: 2, ID: "w1"})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan Summary, 1)
 	go func() {
@@ -189,7 +190,7 @@ func TestWorkerCancelAfterRetry(t *testing.T) {
 	cfg := Config{}.WithDefaults()
 	cfg.Lease.Duration = 300 * time.Millisecond // a heartbeat every 100 ms
 	cfg.KillGrace.Duration = 100 * time.Millisecond
-	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: emptyChain(t)}, Concurrency: 1, ID: "w1"})
+	w := NewWorker(WorkerOptions{Store: st, Executor: &Executor{Config: cfg, StateDir: dir, Chain: emptyChain(t), Policy: allowUnconfined}, Concurrency: 1, ID: "w1"})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := w.Run(runCtx); done <- err }()
@@ -221,3 +222,7 @@ func TestWorkerCancelAfterRetry(t *testing.T) {
 		}
 	}
 }
+
+// allowUnconfined is the policy of tests that run jobs unconfined (no
+// bwrap needed): the operator allows danger_full_access.
+var allowUnconfined = Policy{MaxMode: string(sandbox.ModeDangerFullAccess)}

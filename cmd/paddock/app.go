@@ -101,7 +101,11 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 	}
 	if err != nil {
 		// The same check without compiling says which [[hook]], by line.
-		if cerr := a.Config.CheckHooks(); cerr != nil {
+		if !a.Policy.IsDefault() {
+			if cerr := a.Policy.CheckHooks(); cerr != nil {
+				return nil, &usageError{cerr}
+			}
+		} else if cerr := a.Config.CheckHooks(); cerr != nil {
 			return nil, &usageError{cerr}
 		}
 		if a.Config.Path != "" {
@@ -110,6 +114,18 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 		return nil, &usageError{err}
 	}
 	return ch, nil
+}
+
+// loadPolicy binds the app to the queue's policy (compose.Install.
+// LoadPolicy): a process whose config or modules do not match it, or a
+// stored policy that does not parse here, is refused with exit 2, saying
+// which and how to fix it.
+func (a *app) loadPolicy(ctx context.Context) error {
+	err := a.LoadPolicy(ctx, a.store)
+	if errors.Is(err, runner.ErrPolicyMismatch) || errors.Is(err, runner.ErrPolicy) {
+		return &usageError{fmt.Errorf("not running the queue's jobs: %w", err)}
+	}
+	return err
 }
 
 // getJob resolves an id or name, turning not-found into a usage error.

@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
+	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/runner"
 )
 
 func newCheckCommand(gopts *GlobalOptions) *cobra.Command {
@@ -47,6 +49,10 @@ type checkResult struct {
 	Trail        []hooks.TrailEntry `json:"trail"`
 }
 
+// verdictRefusedByPolicy is the verdict of a job the queue's policy
+// refuses: one of its ceilings (runner.RefusedError) is exceeded.
+const verdictRefusedByPolicy = "refused_by_policy"
+
 func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file string) error {
 	files, err := parseJobFiles(ctx, []string{file}, cmd.InOrStdin())
 	if err != nil {
@@ -57,8 +63,20 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		return err
 	}
 	a := &app{Install: &compose.Install{Config: cfg, StateDir: stateDir}}
-	// As submit and run refuse the file, so does check.
-	if err := checkHookNames(cfg, files); err != nil {
+	// The queue's policy, when the state directory holds a queue (check
+	// creates none): its chain decides and its ceilings refuse.
+	if _, err := os.Stat(runner.StateDir{Root: stateDir}.Database()); err == nil {
+		if err := a.openStore(ctx); err != nil {
+			return err
+		}
+		defer a.Close()
+		if err := a.loadPolicy(ctx); err != nil {
+			return err
+		}
+	}
+	// As submit and run refuse the file (hooks it names that the chain
+	// lacks), so does check. The policy's ceilings are reported per job.
+	if err := checkFiles(a.Config.CheckHookNames, files); err != nil {
 		return err
 	}
 	if _, err := a.Probe(ctx); err != nil {
@@ -89,6 +107,19 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			}
 		}
 		hj := ex.HookJob(job, ws, 1)
+		if refused := a.Policy.Judge(runner.AskOf(spec, cfg.DefaultMode)); refused != nil {
+			// Before any hook runs, as the worker refuses it.
+			refused.File, refused.Line, refused.Job = files[0].name, jobspec.KeyLines(files[0].data)(spec.Line, refused.Key), spec.Name
+			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: verdictRefusedByPolicy, Reason: refused.Error(),
+				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
+			denied++
+			if gopts.JSON {
+				writeJSON(out, r)
+			} else {
+				printCheck(out, r)
+			}
+			continue
+		}
 		if err := a.Fence().CheckJob(hj); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
@@ -112,6 +143,21 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
 		if res.Verdict == hooks.VerdictAllow {
+			ask := runner.Ask{Mode: sandbox.Mode(res.Job.Mode), Network: res.Job.Network, Writable: res.Job.Writable}
+			if spec.Workspace != "" || res.Job.Workspace != ws {
+				ask.Workspace = res.Job.Workspace
+			}
+			if refused := a.Policy.Judge(ask); refused != nil {
+				refused.Job = spec.Name
+				r.Verdict, r.Reason = verdictRefusedByPolicy, refused.Error()+" (after the hooks' adjustments)"
+				denied++
+				if gopts.JSON {
+					writeJSON(out, r)
+				} else {
+					printCheck(out, r)
+				}
+				continue
+			}
 			info, err := a.Fence().SandboxInfo(res.Job)
 			if err == nil {
 				err = a.Fence().CheckJob(res.Job)

@@ -67,6 +67,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	defer a.Close()
+	if err := a.loadPolicy(ctx); err != nil {
+		return err
+	}
 	probe, probeErr := a.Probe(ctx)
 	chain, err := a.newChain(ctx, false)
 	if err != nil {
@@ -82,7 +85,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	}
 	defer events.Close()
 
-	if err := checkHookNames(a.Config, files); err != nil {
+	if err := checkFiles(a.CheckSpecs, files); err != nil {
 		return notEnqueued(err)
 	}
 	jobs, err := a.store.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: files[0].specs, Source: string(files[0].data), SourcePath: files[0].path, SourceName: files[0].name})

@@ -45,6 +45,9 @@ type attemptView struct {
 	Trail           json.RawMessage `json:"hook_trail,omitempty"`
 	StdoutPath      string          `json:"stdout_path,omitempty"`
 	StderrPath      string          `json:"stderr_path,omitempty"`
+	// PolicySHA256 is the queue's policy the attempt was claimed under;
+	// "" when none was set (the defaults applied).
+	PolicySHA256 string `json:"policy_sha256"`
 }
 
 // jobView is a job as `paddock show --json` prints it.
@@ -95,7 +98,7 @@ func viewOf(j queue.Job) jobView {
 	for _, a := range j.Attempts {
 		av := attemptView{Number: a.Number, WorkerID: a.WorkerID, StartedAt: a.StartedAt, Outcome: a.Outcome,
 			ExitCode: a.ExitCode, Signal: a.Signal, Reason: a.Reason, ConfinedArgv: a.ConfinedArgv,
-			Trail: a.Trail, StdoutPath: a.StdoutPath, StderrPath: a.StderrPath}
+			Trail: a.Trail, StdoutPath: a.StdoutPath, StderrPath: a.StderrPath, PolicySHA256: a.PolicySHA256}
 		if len(av.Trail) == 0 || string(av.Trail) == "null" {
 			av.Trail = nil
 		}
@@ -238,6 +241,7 @@ func printShow(w io.Writer, v jobView) {
 		if at.Reason != "" {
 			fmt.Fprintf(w, "  reason   %s\n", at.Reason)
 		}
+		fmt.Fprintf(w, "  policy   %s\n", cmp.Or(at.PolicySHA256, "defaults (no policy set)"))
 		var trail []trailEntry
 		if len(at.Trail) > 0 && json.Unmarshal(at.Trail, &trail) == nil {
 			for _, t := range trail {

@@ -233,7 +233,10 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return err
 	}
 	defer a.Close()
-	if err := checkHookNames(a.Config, files); err != nil {
+	if err := a.loadPolicy(ctx); err != nil {
+		return err
+	}
+	if err := checkFiles(a.CheckSpecs, files); err != nil {
 		return notEnqueued(err)
 	}
 	// A config its workers would refuse (a module missing, a digest
@@ -282,13 +285,14 @@ func enqueueError(err error) error {
 	return fmt.Errorf("nothing was enqueued: %w", err)
 }
 
-// checkHookNames runs the config's hook-name check on every file, before
-// anything is enqueued, and lists every problem (a *jobFileProblems, as
+// checkFiles runs check (compose.Install.CheckSpecs: the policy's
+// ceilings and the chain's hook names) on every file, before anything is
+// enqueued, and lists every problem (a *jobFileProblems, as
 // parseJobFiles).
-func checkHookNames(cfg runner.Config, files []parsedFile) error {
+func checkFiles(check func(file string, source []byte, specs []jobspec.Spec) error, files []parsedFile) error {
 	var problems []string
 	for _, f := range files {
-		if err := cfg.CheckHookNames(f.name, f.data, f.specs); err != nil {
+		if err := check(f.name, f.data, f.specs); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}

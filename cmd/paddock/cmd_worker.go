@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,9 +152,20 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return drainLeft(ctx, a.store)
 	}
 
-	// Loading the hook chain (~0.1 s, nearly all of it wazero reading
-	// and checking its compiled code) is the long pole of a start; the
-	// probe (cached: a few file reads) and opening the store go beside it.
+	// The queue's policy names the chain, the ceilings and the fence:
+	// read it first. Loading the hook chain (~0.1 s, nearly all of it
+	// wazero reading and checking its compiled code) is the long pole of a
+	// start; the probe (cached: a few file reads) goes beside it.
+	if err := a.openStore(ctx); err != nil {
+		if ctx.Err() != nil {
+			return stoppedStarting()
+		}
+		return err
+	}
+	defer a.Close()
+	if err := a.loadPolicy(ctx); err != nil {
+		return err
+	}
 	type probed struct {
 		rep sandbox.ProbeReport
 		err error
@@ -168,28 +180,11 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		rep, err := a.Probe(ctx)
 		probeDone <- probed{rep, err}
 	}()
-	chainCtx, stopChain := context.WithCancel(ctx)
-	defer stopChain()
 	chainDone := make(chan chained, 1)
 	go func() {
-		chain, err := a.newChain(chainCtx, true) // one instance per reactor hook made ahead
+		chain, err := a.newChain(ctx, true) // one instance per reactor hook made ahead
 		chainDone <- chained{chain, err}
 	}()
-	if err := a.openStore(ctx); err != nil {
-		// Said at once, not after compiling the hooks (seconds without
-		// the compilation cache); the chain is closed once it is loaded.
-		stopChain()
-		go func() {
-			if cr := <-chainDone; cr.err == nil {
-				cr.chain.Close(context.Background())
-			}
-		}()
-		if ctx.Err() != nil {
-			return stoppedStarting()
-		}
-		return err
-	}
-	defer a.Close()
 	cr, pr := <-chainDone, <-probeDone
 	if cr.err == nil {
 		defer cr.chain.Close(context.Background())
@@ -207,6 +202,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	} else {
 		log.Info("sandbox", "grade", probe.Grade, "executable", probe.Executable, "version", probe.Version, "network_isolation", probe.NetworkIsolation, "cached", probe.Cached)
 	}
+	log.Info("policy", "sha256", cmp.Or(a.Policy.SHA256, "none set: defaults"), "max_mode", cmp.Or(a.Policy.MaxMode, string(runner.DefaultMaxMode)), "allow_network", a.Policy.AllowNetwork)
 	for _, h := range chain.Hooks() {
 		log.Info("hook", "name", h.Config.Name, "abi", h.ABI, "sha256", h.SHA256, "mode", h.Config.Mode)
 		if h.ABI == hooks.ABINone {
@@ -249,6 +245,9 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 
 	running.Store(w)
 	sum, err := w.Run(ctx)
+	if errors.Is(err, runner.ErrPolicyMismatch) {
+		return &usageError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,7 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newConfineCommand(gopts),
 		newHookCommand(gopts),
 		newSchedulesCommand(gopts),
+		newPolicyCommand(gopts),
 		newVersionCommand(gopts),
 	)
 	markUsageErrors(root)

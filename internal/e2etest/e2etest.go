@@ -220,6 +220,7 @@ type Attempt struct {
 	ConfinedArgv []string        `json:"confined_argv"`
 	Trail        json.RawMessage `json:"hook_trail"`
 	StdoutPath   string          `json:"stdout_path"`
+	PolicySHA256 string          `json:"policy_sha256"`
 }
 
 // Job is a job as `paddock --json show` prints it.

@@ -10,6 +10,8 @@ package compose
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"paddock/hooks"
 	"paddock/inbox"
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/sqlite"
 	"paddock/runner"
@@ -30,6 +33,9 @@ import (
 type Install struct {
 	Config   runner.Config
 	StateDir string // absolute; its layout is runner.StateDir's
+	// Policy is the queue's policy, as [Install.LoadPolicy] read it. The
+	// zero value enforces runner.DefaultPolicy's ceilings.
+	Policy runner.Policy
 
 	fenceOnce sync.Once
 	fence     runner.Fence
@@ -39,6 +45,46 @@ type Install struct {
 // closes it.
 func (in *Install) OpenStore(ctx context.Context) (*sqlite.Store, error) {
 	return sqlite.Open(ctx, in.dir().Database(), sqlite.Options{})
+}
+
+// LoadPolicy reads the queue's policy from st and binds in to it: from
+// then on the chain is the policy's (when the queue has one), the fence
+// hides and protects its paths, and executors enforce its ceilings. A
+// queue with no policy yields runner.DefaultPolicy, and the config's own
+// [[hook]] tables stay the chain (the way configs written before
+// policies keep working until `paddock policy set`).
+//
+// # Errors
+//
+//   - runner.ErrPolicyMismatch: the config names another chain than the
+//     policy's, or a module's bytes on this host do not match the
+//     policy's sha256: this process must not run the queue's jobs.
+//   - runner.ErrPolicy: the stored document no longer parses here.
+//   - the store's errors.
+//
+// Call it before Fence, Chain or Executor.
+func (in *Install) LoadPolicy(ctx context.Context, st queue.Store) error {
+	stored, err := st.PolicyGet(ctx)
+	if errors.Is(err, queue.ErrPolicyNotSet) {
+		in.Policy = runner.DefaultPolicy()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pol, err := runner.ParsePolicy(stored.Path, []byte(stored.Source))
+	if err != nil {
+		return err
+	}
+	if err := pol.SameChain(in.Config); err != nil {
+		return err
+	}
+	if err := pol.CheckHooks(); err != nil {
+		return fmt.Errorf("%w: %w (install the modules the policy names, or set a policy naming these: paddock policy set FILE)", runner.ErrPolicyMismatch, err)
+	}
+	in.Policy = pol
+	in.Config = in.Config.WithHooks(pol.Hooks)
+	return nil
 }
 
 // ProbeCachePath is the state directory's probe cache
@@ -59,7 +105,9 @@ func (in *Install) Probe(ctx context.Context) (sandbox.ProbeReport, error) {
 // its hooks, and [DefaultPaths]) and may not see (the state directory and
 // [DefaultHidden]). Built once.
 func (in *Install) Fence() *runner.Fence {
-	in.fenceOnce.Do(func() { in.fence = FenceFor(in.StateDir, in.Config) })
+	in.fenceOnce.Do(func() {
+		in.fence = FenceFor(in.StateDir, in.Config).WithHidden(HiddenDirs(in.Policy.HideList())...)
+	})
 	return &in.fence
 }
 
@@ -90,7 +138,7 @@ func (in *Install) Chain(ctx context.Context, prewarm bool) (*hooks.Chain, error
 // Executor is the executor of jobs with chain and the probe's result.
 func (in *Install) Executor(chain *hooks.Chain, probe sandbox.ProbeReport, probeErr error) *runner.Executor {
 	return &runner.Executor{Config: in.Config, StateDir: in.StateDir, Chain: chain, Probe: probe, ProbeErr: probeErr,
-		ProbeCache: in.ProbeCachePath(), Fence: in.Fence()}
+		ProbeCache: in.ProbeCachePath(), Fence: in.Fence(), Policy: in.Policy}
 }
 
 // EventsPath is the state directory's event log.
@@ -101,7 +149,41 @@ func (in *Install) Events() (*runner.EventLog, error) { return runner.OpenEventL
 
 // Inbox is the state directory's inbox, feeding store.
 func (in *Install) Inbox(store queue.Store) (*inbox.Inbox, error) {
-	return inbox.New(inbox.Options{Dir: in.dir().Inbox(), Store: store, Check: in.Config.CheckHookNames})
+	return inbox.New(inbox.Options{Dir: in.dir().Inbox(), Store: store, Check: in.CheckSpecs})
+}
+
+// CheckSpecs refuses the jobs of one file (named file, text source) that
+// the queue's policy refuses (runner.ErrRefusedByPolicy, naming file,
+// line, key and ceiling) or that ask for a hook the chain lacks. Submit,
+// run and the inbox call it before enqueueing.
+func (in *Install) CheckSpecs(file string, source []byte, specs []jobspec.Spec) error {
+	if err := in.Policy.JudgeSpecs(file, source, specs, in.Config.DefaultMode); err != nil {
+		return err
+	}
+	return in.Config.CheckHookNames(file, source, specs)
+}
+
+// HiddenDirs expands a policy's hide list (runner.Policy.HideList: "~/"
+// is $HOME, globs are expanded) to the directories that exist now.
+func HiddenDirs(list []string) []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, e := range list {
+		e = runner.ExpandHome(e, home)
+		if !filepath.IsAbs(e) {
+			continue
+		}
+		ms, err := filepath.Glob(e)
+		if err != nil {
+			continue
+		}
+		for _, m := range ms {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // DefaultStateDir is the state directory of a paddock given no

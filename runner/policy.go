@@ -1,0 +1,439 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"paddock/hooks"
+	"paddock/internal/suggest"
+	"paddock/internal/tomlfile"
+	"paddock/jobspec"
+	"paddock/sandbox"
+)
+
+// Defaults of a [Policy]: what a queue with no policy set enforces, and
+// what an unset key of a policy file means.
+const (
+	// DefaultMaxMode is the widest mode a job may run in: confined, with
+	// write access to its workspace and writable roots only.
+	DefaultMaxMode = sandbox.ModeWorkspaceWrite
+	// DefaultSetMarker, as an entry of hide or protect, stands for that
+	// key's default list, so that a policy can extend it.
+	DefaultSetMarker = "@default"
+)
+
+// DefaultHide are the paths hidden from every job when a policy sets no
+// hide list, relative to $HOME: where the usual tools keep credentials.
+var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "~/.kube",
+	"~/.docker/config.json", "~/.netrc", "~/.git-credentials",
+	"~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.lesshst", "~/.local/share/fish/fish_history"}
+
+// DefaultProtect are the sub-paths kept read-only inside every writable
+// root when a policy sets no protect list, relative to that root: what
+// git or a shell would run later on the operator's behalf.
+var DefaultProtect = []string{".git/hooks", ".git/config", ".gitmodules",
+	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
+
+// policyKeys are a policy file's top-level keys, for did-you-mean hints.
+var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}
+
+// Policy is the operator's policy for a queue: ceilings on what a job may
+// ask for, the paths hidden from and protected against every job, and the
+// hook chain every process running the queue's jobs must load. The queue
+// stores its TOML text (queue.Store.PolicySet); [ParsePolicy] reads it.
+// The zero value is not usable; [DefaultPolicy] is what a queue with no
+// policy enforces. A Policy is immutable once parsed and safe for
+// concurrent use.
+type Policy struct {
+	// MaxMode is the widest mode a job may run in, after its hooks have
+	// decided. Defaults to [DefaultMaxMode]; "danger_full_access" lets jobs
+	// run unconfined.
+	MaxMode string `toml:"max_mode"`
+	// AllowNetwork lets a job that asks for it (network = true) share the
+	// host network. Confined jobs have no network unless they ask and the
+	// policy allows it. Defaults to false.
+	AllowNetwork bool `toml:"allow_network"`
+	// WorkspaceRoots are the directories a job's workspace and writable
+	// paths must lie under (symlinks resolved). Defaults to none: anywhere
+	// the fence does not protect.
+	WorkspaceRoots []string `toml:"workspace_roots"`
+	// UnixSockets lets jobs ask for Unix-domain sockets. Defaults to false.
+	UnixSockets bool `toml:"unix_sockets"`
+	// Hide are paths and globs hidden from every job; "~/" is the worker's
+	// $HOME and [DefaultSetMarker] the default list. Defaults to
+	// [DefaultHide]; an empty list hides nothing beyond paddock's own files.
+	Hide *[]string `toml:"hide"`
+	// Protect are sub-paths kept read-only inside every writable root.
+	// Defaults to [DefaultProtect]; an empty list protects none.
+	Protect *[]string `toml:"protect"`
+	// Hooks is the hook chain, in order; each must give sha256.
+	Hooks []HookConfig `toml:"hook"`
+
+	// Path is the file the policy was read from; "" for the defaults.
+	Path string `toml:"-"`
+	// SHA256 is the hex digest of its text; "" for the defaults (a queue
+	// with no policy set).
+	SHA256 string `toml:"-"`
+
+	hookLines []int
+	lines     tomlfile.Lines
+}
+
+// ErrPolicy marks every error ParsePolicy returns for a bad policy file.
+var ErrPolicy = errors.New("runner: bad policy")
+
+// DefaultPolicy is the policy of a queue with no policy set.
+func DefaultPolicy() Policy {
+	return Policy{MaxMode: string(DefaultMaxMode)}
+}
+
+// ParsePolicy reads a policy document: data is its TOML text, path the
+// file it came from (relative hook paths and workspace roots resolve
+// against its directory). Unknown keys, wrong types and bad values are
+// errors naming path, line and key; they wrap [ErrPolicy]. It reads no
+// module: [Policy.CheckHooks] does.
+func ParsePolicy(path string, data []byte) (Policy, error) {
+	var p Policy
+	data = tomlfile.TrimBOM(data)
+	kl := tomlfile.Locate(data, true)
+	if where := misTyped(data, kl); where != "" {
+		return p, fmt.Errorf("%w: %s:%s", ErrPolicy, path, where)
+	}
+	md, err := tomlfile.Decode(data, &p, configTypeWords)
+	if err != nil {
+		var te *tomlfile.Error
+		if errors.As(err, &te) && te.Line > 0 {
+			return p, fmt.Errorf("%w: %s:%d: %s", ErrPolicy, path, te.Line, strings.TrimPrefix(te.Error(), fmt.Sprintf("line %d: ", te.Line)))
+		}
+		return p, fmt.Errorf("%w: %s: %v", ErrPolicy, path, err)
+	}
+	var problems []string
+	seen := map[string]int{}
+	for _, k := range md.Undecoded() {
+		if len(k) > 2 && k[0] == "hook" && k[1] == "settings" {
+			continue
+		}
+		cands, last := policyKeys, k[len(k)-1]
+		if len(k) > 1 && k[0] == "hook" {
+			cands = hookKeys
+		}
+		line := undecodedLine(kl, k, seen[k.String()])
+		seen[k.String()]++
+		problems = append(problems, fmt.Sprintf("%s:%d: unknown key %q%s", path, line, k.String(), suggest.DidYouMean(last, cands)))
+	}
+	sum := sha256.Sum256(data)
+	p.Path, p.SHA256, p.lines = path, hex.EncodeToString(sum[:]), kl
+	dir := filepath.Dir(path)
+	for i := range p.Hooks {
+		p.hookLines = append(p.hookLines, kl["hook."+strconv.Itoa(i)])
+		if p.Hooks[i].Path != "" && !filepath.IsAbs(p.Hooks[i].Path) {
+			p.Hooks[i].Path = filepath.Join(dir, p.Hooks[i].Path)
+		}
+	}
+	for i, r := range p.WorkspaceRoots {
+		if !filepath.IsAbs(r) {
+			p.WorkspaceRoots[i] = filepath.Join(dir, r)
+		}
+	}
+	at := func(key string) string {
+		if l := kl[key]; l > 0 {
+			return fmt.Sprintf("%s:%d: ", path, l)
+		}
+		return path + ": "
+	}
+	if p.MaxMode == "" {
+		p.MaxMode = string(DefaultMaxMode)
+	} else if _, err := sandbox.ParseMode(p.MaxMode); err != nil {
+		problems = append(problems, at("max_mode")+"max_mode: "+err.Error())
+	}
+	for _, r := range p.WorkspaceRoots {
+		if _, err := sandbox.Canonical(r); err != nil {
+			problems = append(problems, fmt.Sprintf("%sworkspace_roots: %q: %v", at("workspace_roots"), r, err))
+		}
+	}
+	for _, key := range []string{"hide", "protect"} {
+		list := p.Hide
+		if key == "protect" {
+			list = p.Protect
+		}
+		if list == nil {
+			continue
+		}
+		for _, e := range *list {
+			if _, err := filepath.Match(e, ""); err != nil || e == "" || strings.ContainsRune(e, 0) {
+				problems = append(problems, fmt.Sprintf("%s%s: bad path or glob %q", at(key), key, e))
+			}
+		}
+	}
+	// The [[hook]] tables are a config's: checked by the config's rules,
+	// and each must pin its module's bytes.
+	c := Config{Hooks: p.Hooks, Path: path, hookLines: p.hookLines}.WithDefaults()
+	for _, pr := range c.validate() {
+		if pr.hook >= 0 {
+			problems = append(problems, c.hookAt(pr.hook)+": "+pr.msg)
+		}
+	}
+	for i, h := range c.Hooks {
+		if h.SHA256 == "" {
+			problems = append(problems, fmt.Sprintf("%s: hook %q: sha256: required in a policy (`sha256sum %s` gives it)", c.hookAt(i), h.Name, h.Path))
+		}
+	}
+	p.Hooks = c.Hooks
+	if len(problems) > 0 {
+		return p, fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(problems, "\n  "))
+	}
+	return p, nil
+}
+
+// IsDefault reports whether p is the built-in default (no policy set).
+func (p Policy) IsDefault() bool { return p.SHA256 == "" }
+
+// Label names p in messages: its file and digest, or "the default policy".
+func (p Policy) Label() string {
+	if p.IsDefault() {
+		return "the default policy (none set)"
+	}
+	return fmt.Sprintf("the queue's policy (sha256 %s, set from %s)", short(p.SHA256), p.Path)
+}
+
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+// HideList is the effective hide list: Hide with [DefaultSetMarker]
+// expanded, or [DefaultHide] when unset.
+func (p Policy) HideList() []string { return expand(p.Hide, DefaultHide) }
+
+// ProtectList is the effective protect list, like [Policy.HideList].
+func (p Policy) ProtectList() []string { return expand(p.Protect, DefaultProtect) }
+
+func expand(l *[]string, def []string) []string {
+	if l == nil {
+		return slices.Clone(def)
+	}
+	var out []string
+	for _, e := range *l {
+		if e == DefaultSetMarker {
+			out = append(out, def...)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// HookConfigs is the policy's chain in the hooks package's form.
+func (p Policy) HookConfigs() []hooks.Config { return Config{Hooks: p.Hooks}.HookConfigs() }
+
+// CheckHooks checks every [[hook]] as a worker would load it, short of
+// compiling: the module file exists and its bytes match sha256. Errors
+// name the policy file and the hook's line; they wrap [ErrPolicy].
+func (p Policy) CheckHooks() error {
+	err := Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}.CheckHooks()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrPolicy, err)
+	}
+	return nil
+}
+
+// Ceiling names a ceiling of the policy that refused a job.
+type Ceiling string
+
+// The ceilings, as [RefusedError.Ceiling] names them.
+const (
+	CeilingMaxMode        Ceiling = "max_mode"
+	CeilingNetwork        Ceiling = "allow_network"
+	CeilingWorkspaceRoots Ceiling = "workspace_roots"
+)
+
+// RefusedError is a job the policy refuses: what it asked (Key) against
+// which ceiling. Check it with errors.As; errors.Is(err, ErrRefusedByPolicy)
+// holds.
+type RefusedError struct {
+	File    string  // the job file, as the user named it; "" when unknown
+	Line    int     // line of the key (or of the job); 0 when unknown
+	Job     string  // the job's name; "" for an unnamed job
+	Key     string  // the job key at fault: "mode", "network", "workspace", "writable"
+	Ceiling Ceiling // the ceiling that refused it
+	Msg     string  // what was asked and what the policy allows
+}
+
+// ErrRefusedByPolicy is what every [RefusedError] is.
+var ErrRefusedByPolicy = errors.New("refused by policy")
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Job != "" {
+		fmt.Fprintf(&b, "job %q: ", e.Job)
+	}
+	fmt.Fprintf(&b, "%s: refused by policy (%s): %s", e.Key, e.Ceiling, e.Msg)
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrRefusedByPolicy) hold.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefusedByPolicy }
+
+// Ask is what a job asks for, as the policy judges it: the mode, the
+// network, the workspace and writable paths. Empty Mode is the config's
+// default mode.
+type Ask struct {
+	Mode      sandbox.Mode
+	Network   bool
+	Workspace string   // "" for the default workspace (in the state directory: always allowed)
+	Writable  []string // extra writable roots
+}
+
+// Judge returns the first ceiling a refuses, as a *RefusedError whose
+// File, Line and Job the caller fills; nil when the policy allows it.
+func (p Policy) Judge(a Ask) *RefusedError {
+	maxMode := sandbox.Mode(p.MaxMode)
+	if maxMode == "" {
+		maxMode = DefaultMaxMode
+	}
+	modes := sandbox.Modes()
+	if slices.Index(modes, a.Mode) > slices.Index(modes, maxMode) {
+		return &RefusedError{Key: "mode", Ceiling: CeilingMaxMode,
+			Msg: fmt.Sprintf("the job asks for %q; the policy allows at most %q", a.Mode, maxMode)}
+	}
+	if a.Network && a.Mode.Confined() && !p.AllowNetwork {
+		return &RefusedError{Key: "network", Ceiling: CeilingNetwork,
+			Msg: "the job asks for the network; the policy has allow_network = false"}
+	}
+	if len(p.WorkspaceRoots) > 0 {
+		check := func(key, path string) *RefusedError {
+			if path == "" || underAny(path, p.WorkspaceRoots) {
+				return nil
+			}
+			return &RefusedError{Key: key, Ceiling: CeilingWorkspaceRoots,
+				Msg: fmt.Sprintf("%q is not under any of the policy's workspace_roots (%s)", path, strings.Join(p.WorkspaceRoots, ", "))}
+		}
+		if e := check("workspace", a.Workspace); e != nil {
+			return e
+		}
+		for _, w := range a.Writable {
+			if e := check("writable", w); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// underAny reports whether path (symlinks resolved where it exists) is
+// one of roots or under one (each resolved likewise).
+func underAny(path string, roots []string) bool {
+	c := canonicalOrClean(path)
+	for _, r := range roots {
+		r = canonicalOrClean(r)
+		if c == r || strings.HasPrefix(c, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func canonicalOrClean(p string) string {
+	if c, err := filepath.EvalSymlinks(p); err == nil {
+		if a, err := filepath.Abs(c); err == nil {
+			return a
+		}
+	}
+	a, _ := filepath.Abs(p)
+	return filepath.Clean(a)
+}
+
+// JudgeSpecs judges the specs of one job file (its text in source, its
+// name for messages in file) against p and returns every refusal, one per
+// line, each a *RefusedError naming file, line, job, key and ceiling
+// (joined with errors.Join: errors.Is(err, ErrRefusedByPolicy) holds);
+// nil when all pass. defaultMode is the mode of a job that names none.
+func (p Policy) JudgeSpecs(file string, source []byte, specs []jobspec.Spec, defaultMode string) error {
+	var problems []error
+	var at func(int, string) int
+	for _, sp := range specs {
+		if sp.Schedule != "" && len(sp.Command) == 0 {
+			continue
+		}
+		e := p.Judge(AskOf(sp, defaultMode))
+		if e == nil {
+			continue
+		}
+		if at == nil {
+			at = jobspec.KeyLines(source)
+		}
+		e.File, e.Line, e.Job = file, at(sp.Line, e.Key), sp.Name
+		problems = append(problems, e)
+	}
+	return errors.Join(problems...)
+}
+
+// AskOf is what a job spec asks for, with defaultMode for a job naming no
+// mode. A job that says nothing of the network asks for none.
+func AskOf(sp jobspec.Spec, defaultMode string) Ask {
+	mode := sp.Mode
+	if mode == "" {
+		mode = defaultMode
+	}
+	return Ask{Mode: sandbox.Mode(mode), Network: sp.Network != nil && *sp.Network, Workspace: sp.Workspace, Writable: sp.Writable}
+}
+
+// SameChain reports, as an error saying which hook differs and how to fix
+// it, whether the config's [[hook]] tables name the policy's chain: the
+// same hooks in the same order, each pinned to the same sha256. A config
+// with no [[hook]] tables agrees with any policy. nil when they agree.
+func (p Policy) SameChain(c Config) error {
+	if len(c.Hooks) == 0 {
+		return nil
+	}
+	fix := fmt.Sprintf("remove the [[hook]] tables from %s (the queue's policy names the chain) or make them match `paddock policy show`", c.Path)
+	if len(c.Hooks) != len(p.Hooks) {
+		return fmt.Errorf("%w: %s names %d hooks, %s names %d: %s", ErrPolicyMismatch, c.Path, len(c.Hooks), p.Label(), len(p.Hooks), fix)
+	}
+	for i := range c.Hooks {
+		ch, ph := c.Hooks[i], p.Hooks[i]
+		if ch.Name != ph.Name || !strings.EqualFold(ch.SHA256, ph.SHA256) {
+			return fmt.Errorf("%w: hook %d is %q (sha256 %s) in %s but %q (sha256 %s) in %s: %s",
+				ErrPolicyMismatch, i+1, ch.Name, orNone(ch.SHA256), c.hookAt(i), ph.Name, ph.SHA256, p.Label(), fix)
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not given"
+	}
+	return short(s)
+}
+
+// ErrPolicyMismatch: this process's view of the policy (its config's hook
+// chain, a module's bytes) differs from the queue's; it must not run jobs.
+var ErrPolicyMismatch = errors.New("runner: this process does not match the queue's policy")
+
+// ExpandHome replaces a leading "~/" of path with home.
+func ExpandHome(path, home string) string {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok && home != "" {
+		return filepath.Join(home, rest)
+	}
+	return path
+}
+
+// homeDir is $HOME, or "" when unset.
+func homeDir() string { h, _ := os.UserHomeDir(); return h }
