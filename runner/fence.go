@@ -48,7 +48,10 @@ type Fence struct {
 	config    []string // the config files among protected: they can move (--config)
 	protected []string // absolute as given and canonical as far as they exist
 	hidden    []string // absolute as given and canonical
-	cache     *fenceCache
+	// hiddenFiles are files made unreadable (sandbox.PolicyParams.
+	// HideFiles), those that exist when a job starts.
+	hiddenFiles []string
+	cache       *fenceCache
 }
 
 // fenceCacheTTL is how long the identities of the protected paths and the
@@ -128,6 +131,13 @@ func (f Fence) WithHidden(dirs ...string) Fence {
 	f.protected = addPaths(slices.Clone(f.protected), dirs...)
 	f.hidden = addPaths(slices.Clone(f.hidden), dirs...)
 	f.cache = &fenceCache{}
+	return f
+}
+
+// WithHiddenFiles returns a copy of f that also makes files unreadable
+// by jobs, those of them that exist as files when a job starts.
+func (f Fence) WithHiddenFiles(files ...string) Fence {
+	f.hiddenFiles = addPaths(slices.Clone(f.hiddenFiles), files...)
 	return f
 }
 
@@ -472,6 +482,12 @@ func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
 		for _, h := range f.HiddenNow() {
 			if !slices.Contains(roots, h) {
 				p.Hide = append(p.Hide, h)
+			}
+		}
+		p.HideFiles = slices.Clone(p.HideFiles)
+		for _, h := range f.hiddenFiles {
+			if fi, err := os.Stat(h); err == nil && !fi.IsDir() {
+				p.HideFiles = append(p.HideFiles, h)
 			}
 		}
 	}

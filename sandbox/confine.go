@@ -120,7 +120,7 @@ func Build(cp ConfineParams) ([]string, error) {
 		}
 	}
 
-	n := 72 + 6*len(roots) + 5*len(p.hide) + len(argv)
+	n := 72 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
 	if d.DisableUserns {
@@ -175,6 +175,9 @@ func Build(cp ConfineParams) ([]string, error) {
 	}
 	for _, u := range cp.ungranted {
 		out = append(out, "--bind", u, u)
+	}
+	for _, f := range p.hideFiles {
+		out = append(out, "--ro-bind", "/dev/null", f)
 	}
 	out = append(out, "--chdir", p.cwd, "--")
 	if launcher {

@@ -53,6 +53,14 @@ type PolicyParams struct {
 	// under /proc, /sys or /dev are refused; duplicates are dropped.
 	// Ignored for danger_full_access. Defaults to none.
 	Hide []string
+	// HideFiles are files made unreadable by the command: each is covered,
+	// after every root is bound, with /dev/null bound read-only; bwrap's
+	// binds are nodev, so opening it fails with EACCES, and a bind mount
+	// point cannot be renamed or removed (EBUSY). Symlinks are resolved;
+	// each must exist and not be a directory (use Hide); anything under
+	// /proc, /sys or /dev is refused; duplicates are dropped. Ignored for
+	// danger_full_access. Defaults to none.
+	HideFiles []string
 }
 
 // Policy is a checked, canonical sandbox policy built by [NewPolicy]. It is
@@ -66,6 +74,7 @@ type Policy struct {
 	unix      bool
 	writable  []string
 	hide      []string
+	hideFiles []string
 }
 
 // Mode returns the policy's mode.
@@ -91,6 +100,9 @@ func (p Policy) Writable() []string { return slices.Clone(p.writable) }
 
 // Hide returns a copy of the canonical hidden directories.
 func (p Policy) Hide() []string { return slices.Clone(p.hide) }
+
+// HideFiles returns a copy of the canonical hidden files.
+func (p Policy) HideFiles() []string { return slices.Clone(p.hideFiles) }
 
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only
@@ -169,6 +181,18 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 			}
 			if !slices.Contains(out.hide, c) {
 				out.hide = append(out.hide, c)
+			}
+		}
+		for _, h := range p.HideFiles {
+			c, err := canonicalFile("hidden file", h)
+			if err != nil {
+				return Policy{}, err
+			}
+			if slices.ContainsFunc(out.hide, func(d string) bool { return Within(c, d) }) {
+				continue // hidden with its directory already
+			}
+			if !slices.Contains(out.hideFiles, c) {
+				out.hideFiles = append(out.hideFiles, c)
 			}
 		}
 	}
@@ -253,6 +277,31 @@ func canonicalRoot(field, raw string) (string, error) {
 	for _, k := range kernelDirs {
 		if Within(c, k) {
 			return "", fmt.Errorf("sandbox: %s %q is under %s, which cannot be bound into the sandbox: %w", field, raw, k, ErrBadPath)
+		}
+	}
+	return c, nil
+}
+
+// canonicalFile makes raw absolute, resolves symlinks and checks that it
+// exists, is not a directory and is not under a kernel directory.
+func canonicalFile(field, raw string) (string, error) {
+	if raw == "" || strings.ContainsRune(raw, 0) {
+		return "", fmt.Errorf("sandbox: %s %q is empty or contains a NUL byte: %w", field, raw, ErrBadPath)
+	}
+	c, err := Canonical(raw)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s %q: %w: %w", field, raw, ErrBadPath, err)
+	}
+	fi, err := os.Stat(c)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s %q: %w: %w", field, raw, ErrBadPath, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("sandbox: %s %q is a directory: %w", field, raw, ErrBadPath)
+	}
+	for _, k := range kernelDirs {
+		if Within(c, k) {
+			return "", fmt.Errorf("sandbox: %s %q is under %s: %w", field, raw, k, ErrBadPath)
 		}
 	}
 	return c, nil

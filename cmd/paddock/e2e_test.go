@@ -385,6 +385,7 @@ command = "echo attempt $PADDOCK_ATTEMPT; exit 1"
 func TestE2EUnusableSandboxFailsClosed(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, "")
+	allowUnconfined(t, b)
 	fakeDir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(fakeDir, "bwrap"), []byte("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.8.0'; exit 0; fi\n"+
 		"echo 'bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"), 0o755))

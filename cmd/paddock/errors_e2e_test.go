@@ -408,6 +408,7 @@ func TestE2ESubmitInterruptedWhileReading(t *testing.T) {
 func TestE2ECancelExitCodes(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
+	allowUnconfined(t, b)
 	queued := b.Submit(b.WriteJob("queued.toml", "name = \"queued\"\ncommand = \"true\"\n"))[0]
 	_, errOut, code := b.Run("run", b.WriteJob("fails.toml", "name = \"fails\"\nmode = \"danger_full_access\"\ncommand = \"exit 3\"\n"))
 	require.Equal(t, 3, code, errOut)

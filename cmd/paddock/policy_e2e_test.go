@@ -37,6 +37,13 @@ func setPolicy(t *testing.T, b *e2etest.Bundle, text string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// allowUnconfined sets a policy that lets jobs run danger_full_access:
+// for tests of unconfined jobs.
+func allowUnconfined(t *testing.T, b *e2etest.Bundle) {
+	t.Helper()
+	setPolicy(t, b, "max_mode = \"danger_full_access\"\n")
+}
+
 // A fresh queue enforces the defaults, and says so.
 func TestE2EPolicyShowDefaults(t *testing.T) {
 	t.Parallel()

@@ -378,6 +378,7 @@ func TestE2EDrainTakesInbox(t *testing.T) {
 func TestE2EWorkerSummaryWords(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, "")
+	allowUnconfined(t, b)
 	ids := b.Submit(b.WriteJob("jobs.toml", "[defaults]\nmode = \"danger_full_access\"\n[[job]]\nname = \"ok\"\ncommand = \"true\"\n[[job]]\nname = \"bad\"\ncommand = \"false\"\n"))
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)

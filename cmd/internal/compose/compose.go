@@ -106,7 +106,8 @@ func (in *Install) Probe(ctx context.Context) (sandbox.ProbeReport, error) {
 // [DefaultHidden]). Built once.
 func (in *Install) Fence() *runner.Fence {
 	in.fenceOnce.Do(func() {
-		in.fence = FenceFor(in.StateDir, in.Config).WithHidden(HiddenDirs(in.Policy.HideList())...)
+		dirs, files := HiddenPaths(in.Policy.HideList())
+		in.fence = FenceFor(in.StateDir, in.Config).WithHidden(dirs...).WithHiddenFiles(files...)
 	})
 	return &in.fence
 }
@@ -163,11 +164,12 @@ func (in *Install) CheckSpecs(file string, source []byte, specs []jobspec.Spec) 
 	return in.Config.CheckHookNames(file, source, specs)
 }
 
-// HiddenDirs expands a policy's hide list (runner.Policy.HideList: "~/"
-// is $HOME, globs are expanded) to the directories that exist now.
-func HiddenDirs(list []string) []string {
+// HiddenPaths expands a policy's hide list (runner.Policy.HideList: "~/"
+// is $HOME, globs are expanded) to the directories and the files that
+// exist now. Relative entries are ignored (ParsePolicy refuses none:
+// a glob such as ".env" names nothing outside a root).
+func HiddenPaths(list []string) (dirs, files []string) {
 	home, _ := os.UserHomeDir()
-	var out []string
 	for _, e := range list {
 		e = runner.ExpandHome(e, home)
 		if !filepath.IsAbs(e) {
@@ -178,12 +180,17 @@ func HiddenDirs(list []string) []string {
 			continue
 		}
 		for _, m := range ms {
-			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-				out = append(out, m)
+			fi, err := os.Stat(m)
+			switch {
+			case err != nil:
+			case fi.IsDir():
+				dirs = append(dirs, m)
+			default:
+				files = append(files, m)
 			}
 		}
 	}
-	return out
+	return dirs, files
 }
 
 // DefaultStateDir is the state directory of a paddock given no

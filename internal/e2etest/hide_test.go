@@ -1,0 +1,63 @@
+package e2etest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestE2EHiddenSecrets: with no policy set, the default hide list makes a
+// private key under ~/.ssh (a fake one made here, $HOME pointed at a
+// fresh directory) and ~/.netrc unreadable by a confined job, at both
+// grades; the job sees ~/.ssh empty, and cannot remove or rename the
+// covered file. A policy that empties the list shows them again, so the
+// test's own reads are real.
+func TestE2EHiddenSecrets(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		// Not under /tmp: the sandbox's /tmp is a fresh tmpfs, which
+		// would hide it whatever the policy says.
+		home, err := os.MkdirTemp("/var/tmp", "paddock-hide-home-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(home) })
+		require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+		key := filepath.Join(home, ".ssh", "id_ed25519")
+		netrc := filepath.Join(home, ".netrc")
+		require.NoError(t, os.WriteFile(key, []byte("SECRET-KEY-MATERIAL\n"), 0o600))
+		require.NoError(t, os.WriteFile(netrc, []byte("machine x login SECRET-NETRC\n"), 0o600))
+		b.Env = append(b.Env, "HOME="+home)
+		ws := t.TempDir()
+		job := b.WriteJob("peek.toml", fmt.Sprintf(`mode = "workspace_write"
+workspace = %q
+command = '''
+cat %s 2>&1
+cat %s 2>&1
+echo "ls=[$(ls -A %s)]"
+rm %s 2>/dev/null && echo REMOVED-netrc
+mv %s %s/stolen 2>/dev/null && echo MOVED-netrc
+true
+'''
+`, ws, key, netrc, filepath.Dir(key), netrc, netrc, ws))
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out, "SECRET", "a hidden secret was read")
+		require.Contains(t, out, "ls=[]", "~/.ssh is an empty directory in the sandbox")
+		require.NotContains(t, out, "REMOVED")
+		require.NotContains(t, out, "MOVED")
+		require.FileExists(t, netrc)
+
+		// The same job under a policy that hides nothing reads them:
+		// the check above can fail.
+		pol := filepath.Join(b.Dir, "open.toml")
+		require.NoError(t, os.WriteFile(pol, []byte("hide = []\n"), 0o600))
+		_, errOut, code = b.Run("policy", "set", pol)
+		require.Equal(t, 0, code, errOut)
+		out, errOut, code = b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "SECRET-KEY-MATERIAL")
+		require.Contains(t, out, "SECRET-NETRC")
+	})
+}
