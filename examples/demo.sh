@@ -36,6 +36,19 @@ echo "== paddock probe"
 "$paddock" probe || echo "(the sandbox is unusable here: confined jobs will fail closed)"
 
 echo
+echo "== paddock policy set examples/policy.toml (the hook chain and the ceilings)"
+# The policy pins each module by sha256: fill in the digests of the
+# modules `make hooks` just built, beside the policy so its relative paths
+# still resolve.
+policy="$root/examples/.policy.demo.toml"
+sed -e "s/SHA256-OF-denylist.wasm/$(sha256sum bin/hooks/denylist.wasm | cut -d' ' -f1)/" \
+    -e "s/SHA256-OF-tighten.wasm/$(sha256sum bin/hooks/tighten.wasm | cut -d' ' -f1)/" \
+    examples/policy.toml > "$policy"
+"$paddock" --config "$config" policy set "$policy"
+rm -f -- "$policy"
+"$paddock" --config "$config" policy show
+
+echo
 echo "== paddock check examples/jobs/hooks.toml (the hook chain, nothing runs)"
 "$paddock" --config "$config" check examples/jobs/hooks.toml || true
 

@@ -103,6 +103,39 @@ func TestConfineHideAndDescriptors(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadPath)
 }
 
+// TestConfineHideFiles: a hidden file is covered with /dev/null, read-only,
+// after every root and hidden directory (so one inside a writable root is
+// covered too), reached through its symlinks; one inside a hidden
+// directory is left to the directory; a directory or a missing file is
+// refused.
+func TestConfineHideFiles(t *testing.T) {
+	t.Parallel()
+	root := mkdirs(t, "ws", "secrets")
+	ws, secrets := filepath.Join(root, "ws"), filepath.Join(root, "secrets")
+	inWS, inSecrets := filepath.Join(ws, ".netrc"), filepath.Join(secrets, "key")
+	for _, f := range []string{inWS, inSecrets} {
+		require.NoError(t, os.WriteFile(f, nil, 0o600))
+	}
+	link := filepath.Join(root, "link")
+	require.NoError(t, os.Symlink(inWS, link))
+	d := Discovery{Executable: "/usr/bin/bwrap", Grade: GradeFull, NetworkIsolation: true}
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Hide: []string{secrets}, HideFiles: []string{link, inSecrets, inWS}})
+	require.NoError(t, err)
+	require.Equal(t, []string{inWS}, p.HideFiles())
+	got, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
+	require.NoError(t, err)
+	s := strings.Join(got, " ")
+	require.Contains(t, s, "--bind "+ws+" "+ws+" --tmpfs "+secrets+" --remount-ro "+secrets+" --ro-bind /dev/null "+inWS+" --chdir ")
+
+	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, HideFiles: []string{secrets}})
+	require.ErrorIs(t, err, ErrBadPath)
+	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, HideFiles: []string{filepath.Join(root, "missing")}})
+	require.ErrorIs(t, err, ErrBadPath)
+	full, err := NewPolicy(PolicyParams{Mode: ModeDangerFullAccess, Network: true, HideFiles: []string{filepath.Join(root, "missing")}})
+	require.NoError(t, err, "ignored for danger_full_access")
+	require.Empty(t, full.HideFiles())
+}
+
 // TestPinRootsRefusesSymlinks: a root whose path holds a symlink when it
 // is pinned (put there after the policy resolved it) is refused, never
 // followed; a pinned root is the directory, whatever its path becomes.

@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/jobspec"
+	"paddock/sandbox"
+)
+
+func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ text, want string }{
+		"unknown key":     {"allow_netwrk = true\n", `p.toml:1: unknown key "allow_netwrk" (did you mean "allow_network"?)`},
+		"bad mode":        {"\n\nmax_mode = \"root\"\n", "p.toml:3: max_mode:"},
+		"wrong type":      {"allow_network = \"yes\"\n", "p.toml:1:"},
+		"hook no sha256":  {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\n", `p.toml:1: hook "a": sha256: required in a policy`},
+		"hook no name":    {"[[hook]]\npath = \"/a.wasm\"\nsha256 = \"00\"\n", "p.toml:1: hook 1: name: required"},
+		"hook unknown":    {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\nsha256 = \"00\"\nmay_widn = true\n", `p.toml:5: unknown key "hook.may_widn"`},
+		"bad hide glob":   {"hide = [\"[\"]\n", "p.toml:1: hide: bad path or glob"},
+		"empty protect":   {"protect = [\"\"]\n", "p.toml:1: protect: bad path or glob"},
+		"root not exists": {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
+	} {
+		_, err := ParsePolicy("/etc/p.toml", []byte(tc.text))
+		require.ErrorIs(t, err, ErrPolicy, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}
+
+func TestParsePolicyDefaultsAndLists(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePolicy("/etc/paddock/p.toml", []byte("hide = [\"@default\", \"/srv/secret\"]\nprotect = []\n[[hook]]\nname = \"a\"\npath = \"hooks/a.wasm\"\nsha256 = \"ab\"\n"))
+	require.NoError(t, err)
+	require.Equal(t, string(DefaultMaxMode), p.MaxMode)
+	require.False(t, p.AllowNetwork)
+	require.Equal(t, append(append([]string{}, DefaultHide...), "/srv/secret"), p.HideList())
+	require.Empty(t, p.ProtectList(), "an empty list empties the default")
+	require.Equal(t, "/etc/paddock/hooks/a.wasm", p.Hooks[0].Path, "relative to the policy file")
+	require.Equal(t, "deny", p.Hooks[0].OnError, "a config's hook defaults")
+	require.Len(t, p.SHA256, 64)
+	require.False(t, p.IsDefault())
+	d := DefaultPolicy()
+	require.True(t, d.IsDefault())
+	require.Equal(t, DefaultHide, d.HideList())
+	require.Equal(t, DefaultProtect, d.ProtectList())
+}
+
+func TestPolicyJudge(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	in := filepath.Join(root, "ws")
+	require.NoError(t, os.Mkdir(in, 0o755))
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(in, link))
+	escape := filepath.Join(root, "esc")
+	require.NoError(t, os.Symlink(t.TempDir(), escape))
+	out := t.TempDir()
+	full := Policy{MaxMode: "danger_full_access", AllowNetwork: true}
+	roots := Policy{WorkspaceRoots: []string{root}}
+	for name, tc := range map[string]struct {
+		p       Policy
+		a       Ask
+		ceiling Ceiling // "" = allowed
+	}{
+		"default workspace_write":    {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite}, ""},
+		"default refuses full":       {Policy{}, Ask{Mode: sandbox.ModeDangerFullAccess, Network: true}, CeilingMaxMode},
+		"read_only ceiling":          {Policy{MaxMode: "read_only"}, Ask{Mode: sandbox.ModeWorkspaceWrite}, CeilingMaxMode},
+		"full allowed":               {full, Ask{Mode: sandbox.ModeDangerFullAccess, Network: true}, ""},
+		"default refuses network":    {Policy{}, Ask{Mode: sandbox.ModeReadOnly, Network: true}, CeilingNetwork},
+		"network allowed":            {Policy{AllowNetwork: true}, Ask{Mode: sandbox.ModeReadOnly, Network: true}, ""},
+		"workspace inside":           {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: in}, ""},
+		"workspace is the root":      {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: root}, ""},
+		"workspace outside":          {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: out}, CeilingWorkspaceRoots},
+		"workspace by link inside":   {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: link}, ""},
+		"workspace by link outside":  {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: escape}, CeilingWorkspaceRoots},
+		"prefix is not a parent":     {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: root + "-sibling"}, CeilingWorkspaceRoots},
+		"writable outside":           {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: in, Writable: []string{in, out}}, CeilingWorkspaceRoots},
+		"default workspace anywhere": {roots, Ask{Mode: sandbox.ModeWorkspaceWrite}, ""},
+	} {
+		r := tc.p.Judge(tc.a)
+		if tc.ceiling == "" {
+			require.Nil(t, r, name)
+			continue
+		}
+		require.NotNil(t, r, name)
+		require.Equal(t, tc.ceiling, r.Ceiling, name)
+		require.True(t, errors.Is(r, ErrRefusedByPolicy), name)
+	}
+}
+
+func TestPolicyJudgeSpecsPlacesEachRefusal(t *testing.T) {
+	t.Parallel()
+	src := "[[job]]\nname = \"a\"\ncommand = \"true\"\nmode = \"danger_full_access\"\n\n[[job]]\nname = \"b\"\ncommand = \"true\"\nnetwork = true\n\n[[job]]\nname = \"c\"\ncommand = \"true\"\n"
+	specs, err := jobspec.Parse("jobs.toml", []byte(src), t.TempDir())
+	require.NoError(t, err)
+	err = Policy{}.JudgeSpecs("jobs.toml", []byte(src), specs, "workspace_write")
+	require.ErrorIs(t, err, ErrRefusedByPolicy)
+	require.ErrorContains(t, err, `jobs.toml:4: job "a": mode: refused by policy (max_mode)`)
+	require.ErrorContains(t, err, `jobs.toml:9: job "b": network: refused by policy (allow_network)`)
+	require.NotContains(t, err.Error(), `job "c"`)
+}
+
+func TestPolicySameChain(t *testing.T) {
+	t.Parallel()
+	p := Policy{Hooks: []HookConfig{{Name: "a", SHA256: "AB"}, {Name: "b", SHA256: "cd"}}}
+	require.NoError(t, p.SameChain(Config{}), "a config without hooks takes the policy's")
+	require.NoError(t, p.SameChain(Config{Hooks: []HookConfig{{Name: "a", SHA256: "ab"}, {Name: "b", SHA256: "CD"}}}))
+	for name, c := range map[string]Config{
+		"fewer":      {Path: "c.toml", Hooks: []HookConfig{{Name: "a", SHA256: "ab"}}},
+		"order":      {Path: "c.toml", Hooks: []HookConfig{{Name: "b", SHA256: "cd"}, {Name: "a", SHA256: "ab"}}},
+		"digest":     {Path: "c.toml", Hooks: []HookConfig{{Name: "a", SHA256: "ab"}, {Name: "b", SHA256: "ce"}}},
+		"no digest":  {Path: "c.toml", Hooks: []HookConfig{{Name: "a"}, {Name: "b", SHA256: "cd"}}},
+		"other name": {Path: "c.toml", Hooks: []HookConfig{{Name: "a", SHA256: "ab"}, {Name: "x", SHA256: "cd"}}},
+	} {
+		err := p.SameChain(c)
+		require.ErrorIs(t, err, ErrPolicyMismatch, name)
+		require.ErrorContains(t, err, "c.toml", name)
+	}
+}
