@@ -240,3 +240,28 @@ func TestE2EPolicyCeilingAtRunTime(t *testing.T) {
 	require.Equal(t, digest, j.Attempts[0].PolicySHA256)
 	require.NoFileExists(t, filepath.Join(ws, "x"))
 }
+
+// A worker that loaded one policy claims nothing once another is set: it
+// stops with exit 2, saying to restart it, and the job waits for a worker
+// under the new policy.
+func TestE2EPolicyChangeStopsOldWorkers(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	setPolicy(t, b, "max_mode = \"workspace_write\"\n")
+	w := b.StartWorker()
+	require.Eventually(t, func() bool {
+		log, _ := os.ReadFile(filepath.Join(b.Dir, "worker.log"))
+		return strings.Contains(string(log), "policy")
+	}, time.Minute, 20*time.Millisecond, "the worker started")
+	setPolicy(t, b, "max_mode = \"read_only\"\n")
+	ids := b.Submit(b.WriteJob("ro.toml", fmt.Sprintf("name = \"ro\"\nmode = \"read_only\"\nworkspace = %q\ncommand = [\"true\"]\n", t.TempDir())))
+	err := w.Wait()
+	require.Error(t, err)
+	require.Equal(t, 2, w.ProcessState.ExitCode())
+	log, _ := os.ReadFile(filepath.Join(b.Dir, "worker.log"))
+	require.Contains(t, string(log), "restart the worker")
+	require.Equal(t, "queued", b.Show(ids[0]).State, "nothing ran under the old policy")
+
+	b.StartWorker()
+	require.Equal(t, "succeeded", b.WaitState(ids[0], time.Minute, "succeeded", "failed", "denied").State)
+}
