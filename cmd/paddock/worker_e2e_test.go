@@ -226,9 +226,15 @@ func TestE2EWorkerSignalWhileStarting(t *testing.T) {
 		require.NoError(t, w.Start())
 		// Signals go once the worker has its store open (it holds the
 		// -shm file open while it is: the file's existence would not do,
-		// another process may hold it), while the hook still compiles.
+		// another process may hold it) and has begun loading the hook
+		// (it reads the queue's policy first; the chain makes its
+		// compilation cache's directory first), while the hook still
+		// compiles.
 		for deadline := time.Now().Add(30 * time.Second); !e2etest.HasOpen(w.Process.Pid, databaseFile+"-shm"); time.Sleep(5 * time.Millisecond) {
 			require.False(t, time.Now().After(deadline), "the worker never opened its store")
+		}
+		for deadline := time.Now().Add(30 * time.Second); !dirExists(filepath.Join(b.State, "cache", "wazero")); time.Sleep(5 * time.Millisecond) {
+			require.False(t, time.Now().After(deadline), "the worker never began loading its hook")
 		}
 		time.Sleep(100 * time.Millisecond)
 		return w, &errb
@@ -386,4 +392,10 @@ func TestE2EWorkerSummaryWords(t *testing.T) {
 	require.Contains(t, errOut, "paddock: 1 job(s) did not succeed: "+ids[1]+"\n")
 	require.NotContains(t, errOut, "map[")
 	require.NotContains(t, errOut, "["+ids[1])
+}
+
+// dirExists reports whether path is a directory now.
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
