@@ -404,7 +404,7 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 // askOf is what j (job as the hooks see it) asks of the policy; its
 // workspace counts unless it is the job's default one, paddock's own.
 func (e *Executor) askOf(j hooks.Job, job queue.Job) Ask {
-	a := Ask{Mode: sandbox.Mode(j.Mode), Network: j.Network, Writable: j.Writable}
+	a := Ask{Mode: sandbox.Mode(j.Mode), Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable}
 	if j.Workspace != (StateDir{Root: e.StateDir}).DefaultWorkspace(job.ID) {
 		a.Workspace = j.Workspace
 	}

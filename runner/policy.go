@@ -64,7 +64,8 @@ type Policy struct {
 	// paths must lie under (symlinks resolved). Defaults to none: anywhere
 	// the fence does not protect.
 	WorkspaceRoots []string `toml:"workspace_roots"`
-	// UnixSockets lets jobs ask for Unix-domain sockets. Defaults to false.
+	// UnixSockets lets a job that asks for them (unix_sockets = true)
+	// create Unix-domain sockets. Defaults to false.
 	UnixSockets bool `toml:"unix_sockets"`
 	// Hide are paths and globs hidden from every job; "~/" is the worker's
 	// $HOME and [DefaultSetMarker] the default list. Defaults to
@@ -254,6 +255,7 @@ const (
 	CeilingMaxMode        Ceiling = "max_mode"
 	CeilingNetwork        Ceiling = "allow_network"
 	CeilingWorkspaceRoots Ceiling = "workspace_roots"
+	CeilingUnixSockets    Ceiling = "unix_sockets"
 )
 
 // RefusedError is a job the policy refuses: what it asked (Key) against
@@ -263,7 +265,7 @@ type RefusedError struct {
 	File    string  // the job file, as the user named it; "" when unknown
 	Line    int     // line of the key (or of the job); 0 when unknown
 	Job     string  // the job's name; "" for an unnamed job
-	Key     string  // the job key at fault: "mode", "network", "workspace", "writable"
+	Key     string  // the job key at fault: "mode", "network", "unix_sockets", "workspace", "writable"
 	Ceiling Ceiling // the ceiling that refused it
 	Msg     string  // what was asked and what the policy allows
 }
@@ -294,10 +296,11 @@ func (e *RefusedError) Is(target error) bool { return target == ErrRefusedByPoli
 // network, the workspace and writable paths. Empty Mode is the config's
 // default mode.
 type Ask struct {
-	Mode      sandbox.Mode
-	Network   bool
-	Workspace string   // "" for the default workspace (in the state directory: always allowed)
-	Writable  []string // extra writable roots
+	Mode        sandbox.Mode
+	Network     bool
+	UnixSockets bool
+	Workspace   string   // "" for the default workspace (in the state directory: always allowed)
+	Writable    []string // extra writable roots
 }
 
 // Judge returns the first ceiling a refuses, as a *RefusedError whose
@@ -315,6 +318,10 @@ func (p Policy) Judge(a Ask) *RefusedError {
 	if a.Network && a.Mode.Confined() && !p.AllowNetwork {
 		return &RefusedError{Key: "network", Ceiling: CeilingNetwork,
 			Msg: "the job asks for the network; the policy has allow_network = false"}
+	}
+	if a.UnixSockets && a.Mode.Confined() && !p.UnixSockets {
+		return &RefusedError{Key: "unix_sockets", Ceiling: CeilingUnixSockets,
+			Msg: "the job asks for Unix sockets; the policy has unix_sockets = false"}
 	}
 	if len(p.WorkspaceRoots) > 0 {
 		check := func(key, path string) *RefusedError {
@@ -391,7 +398,8 @@ func AskOf(sp jobspec.Spec, defaultMode string) Ask {
 	if mode == "" {
 		mode = defaultMode
 	}
-	return Ask{Mode: sandbox.Mode(mode), Network: sp.Network != nil && *sp.Network, Workspace: sp.Workspace, Writable: sp.Writable}
+	return Ask{Mode: sandbox.Mode(mode), Network: sp.Network != nil && *sp.Network, UnixSockets: sp.UnixSockets,
+		Workspace: sp.Workspace, Writable: sp.Writable}
 }
 
 // SameChain reports, as an error saying which hook differs and how to fix

@@ -72,6 +72,8 @@ func TestPolicyJudge(t *testing.T) {
 		"full allowed":               {full, Ask{Mode: sandbox.ModeDangerFullAccess, Network: true}, ""},
 		"default refuses network":    {Policy{}, Ask{Mode: sandbox.ModeReadOnly, Network: true}, CeilingNetwork},
 		"network allowed":            {Policy{AllowNetwork: true}, Ask{Mode: sandbox.ModeReadOnly, Network: true}, ""},
+		"default refuses sockets":    {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite, UnixSockets: true}, CeilingUnixSockets},
+		"sockets allowed":            {Policy{UnixSockets: true}, Ask{Mode: sandbox.ModeWorkspaceWrite, UnixSockets: true}, ""},
 		"workspace inside":           {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: in}, ""},
 		"workspace is the root":      {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: root}, ""},
 		"workspace outside":          {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: out}, CeilingWorkspaceRoots},

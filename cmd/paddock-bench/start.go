@@ -154,6 +154,9 @@ func (b *bench) profileWorker(ctx context.Context, path string) error {
 		return err
 	}
 	defer st.Close()
+	if err := inst.LoadPolicy(ctx, st); err != nil {
+		return err
+	}
 	specs, data, err := jobspec.ParseFile(jobs)
 	if err != nil {
 		return err

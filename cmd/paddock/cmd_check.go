@@ -143,7 +143,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		r := checkResult{MessageType: "check", Name: spec.Name, Verdict: string(res.Verdict), Reason: res.Reason,
 			Argv: res.Job.Argv, Mode: res.Job.Mode, Trail: res.Trail}
 		if res.Verdict == hooks.VerdictAllow {
-			ask := runner.Ask{Mode: sandbox.Mode(res.Job.Mode), Network: res.Job.Network, Writable: res.Job.Writable}
+			ask := runner.Ask{Mode: sandbox.Mode(res.Job.Mode), Network: res.Job.Network, UnixSockets: res.Job.UnixSockets, Writable: res.Job.Writable}
 			if spec.Workspace != "" || res.Job.Workspace != ws {
 				ask.Workspace = res.Job.Workspace
 			}

@@ -25,16 +25,10 @@ func fileSHA256(t *testing.T, path string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// setPolicy writes text as policy.toml in the bundle and sets it.
+// setPolicy is b.SetPolicy.
 func setPolicy(t *testing.T, b *e2etest.Bundle, text string) string {
 	t.Helper()
-	p := filepath.Join(b.Dir, "policy.toml")
-	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
-	out, errOut, code := b.Run("policy", "set", p)
-	require.Equal(t, 0, code, errOut)
-	sum := sha256.Sum256([]byte(text))
-	require.Contains(t, out, hex.EncodeToString(sum[:]))
-	return hex.EncodeToString(sum[:])
+	return b.SetPolicy(text)
 }
 
 // allowUnconfined sets a policy that lets jobs run danger_full_access:
@@ -187,6 +181,7 @@ func TestE2EPolicyCeilings(t *testing.T) {
 	}{
 		{"full", fmt.Sprintf("command = [\"true\"]\nworkspace = %q\nmode = \"danger_full_access\"\n", inside), "mode", "max_mode", 3},
 		{"net", fmt.Sprintf("command = [\"true\"]\nworkspace = %q\n\nnetwork = true\n", inside), "network", "allow_network", 4},
+		{"sock", fmt.Sprintf("command = [\"true\"]\nworkspace = %q\nunix_sockets = true\n", inside), "unix_sockets", "unix_sockets", 3},
 		{"ws", fmt.Sprintf("command = [\"true\"]\nworkspace = %q\n", outside), "workspace", "workspace_roots", 2},
 		{"writable", fmt.Sprintf("command = [\"true\"]\nworkspace = %q\nwritable = [%q]\n", inside, outside), "writable", "workspace_roots", 3},
 	}

@@ -15,6 +15,8 @@ package e2etest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -208,6 +210,21 @@ func (b *Bundle) StartWorker(args ...string) *exec.Cmd {
 		}
 	})
 	return c
+}
+
+// SetPolicy writes text as policy.toml in the bundle's directory and makes
+// it the queue's policy (`paddock policy set`); it returns the policy's
+// sha256, as every attempt run under it records.
+func (b *Bundle) SetPolicy(text string) string {
+	b.T.Helper()
+	p := filepath.Join(b.Dir, "policy.toml")
+	require.NoError(b.T, os.WriteFile(p, []byte(text), 0o600))
+	out, errOut, code := b.Run("policy", "set", p)
+	require.Equal(b.T, 0, code, "policy set: %s", errOut)
+	sum := sha256.Sum256([]byte(text))
+	digest := hex.EncodeToString(sum[:])
+	require.Contains(b.T, out, digest)
+	return digest
 }
 
 // Attempt is one attempt as `paddock --json show` prints it.

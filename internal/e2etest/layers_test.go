@@ -118,6 +118,7 @@ func TestE2ELayersHostUnixSockets(t *testing.T) {
 	t.Parallel()
 	python := requirePython(t)
 	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.SetPolicy("max_mode = \"danger_full_access\"\nallow_network = true\nunix_sockets = true\n") // the jobs below ask for each
 		s := startHostService(t, randomToken(t))
 		run := func(keys string) string {
 			job := b.WriteJob("client.toml", keys+fmt.Sprintf("\ncommand = %s\n", tomlArray(python, "-c", clientScript, s.path, strings.TrimPrefix(s.abstract, "@"))))
@@ -158,6 +159,7 @@ func TestE2ELayersUnixSocketsKey(t *testing.T) {
 	t.Parallel()
 	python := requirePython(t)
 	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.SetPolicy("max_mode = \"danger_full_access\"\nallow_network = true\nunix_sockets = true\n") // the jobs below ask for each
 		script := `
 import os, socket
 a, b = socket.socketpair()
@@ -232,6 +234,7 @@ func TestE2ELayersHostFIFO(t *testing.T) {
 	t.Parallel()
 	requireLandlock(t)
 	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.SetPolicy("max_mode = \"danger_full_access\"\n") // the unconfined run below
 		fifo := filepath.Join(hostDirUnder(t, "/var/tmp"), "fifo")
 		require.NoError(t, unix.Mkfifo(fifo, 0o666))
 		require.NoError(t, os.Chmod(fifo, 0o666))
