@@ -227,10 +227,22 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
 	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() {
-		pins.Close()
+		// The roots as submitted stay open until the new ones are judged
+		// against them (judgePinned).
+		before := pins
+		defer before.Close()
 		if pins, err = fence.Pin(policy, job.ID); err != nil {
 			return finish(queue.OutcomeRunnerFailed, err.Error())
 		}
+		if r := e.judgeNarrowing(policy, pins, before, hj, final, res.Trail); r != "" {
+			return finish(queue.OutcomeDenied, r)
+		}
+	}
+	// The ceilings and the hooks' narrowing were judged on paths; judge
+	// them again on the directories pinned for bwrap, which no symlink
+	// flipped since can change.
+	if r := e.judgePinned(policy, pins, final, job); r != "" {
+		return finish(queue.OutcomeDenied, r)
 	}
 	mode := policy.Mode()
 	confined := mode.Confined()
@@ -403,6 +415,65 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 
 // askOf is what j (job as the hooks see it) asks of the policy; its
 // workspace counts unless it is the job's default one, paddock's own.
+// judgePinned returns why the pinned roots of the final policy are
+// refused by the policy's workspace_roots, or "": each root but the job's
+// own default workspace must lie within one of them, by device and inode
+// on the descriptors bwrap binds.
+func (e *Executor) judgePinned(pol sandbox.Policy, pins *sandbox.Pinned, final hooks.Job, job queue.Job) string {
+	if !pol.Mode().Confined() || len(e.Policy.WorkspaceRoots) == 0 {
+		return ""
+	}
+	ownWS := StateDir{Root: e.StateDir}.DefaultWorkspace(job.ID)
+	exempt := func(i int) bool { return i == 0 && final.Workspace == ownWS }
+	bad, err := PinnedWithin(pol, pins, nil, e.Policy.WorkspaceRoots, exempt)
+	if err != nil {
+		return "not run: " + err.Error()
+	}
+	if bad == "" {
+		return ""
+	}
+	r := &RefusedError{Job: job.Name, Key: "workspace", Ceiling: CeilingWorkspaceRoots,
+		Msg: fmt.Sprintf("%q, as it is bound, is not under any of the policy's workspace_roots (%s)", bad, strings.Join(e.Policy.WorkspaceRoots, ", "))}
+	return r.Error()
+}
+
+// judgeNarrowing returns why the writable roots a hook without may_widen
+// set are refused, or "": each must lie within one of the job's writable
+// roots as submitted, by device and inode on the descriptors pinned
+// before the hooks ran (before) and after (pins).
+func (e *Executor) judgeNarrowing(pol sandbox.Policy, pins, before *sandbox.Pinned, hj, final hooks.Job, trail []hooks.TrailEntry) string {
+	if !pol.Mode().Confined() || slices.Equal(hj.Writable, final.Writable) || e.narrowedByMayWiden(trail) {
+		return ""
+	}
+	var orig []*os.File
+	if files := before.Files(); len(files) > 1 {
+		orig = files[1:] // the writable roots; [0] is the workspace
+	}
+	bad, err := PinnedWithin(pol, pins, orig, nil, func(i int) bool { return i == 0 })
+	if err != nil {
+		return "not run: " + err.Error()
+	}
+	if bad == "" {
+		return ""
+	}
+	return fmt.Sprintf("a hook without may_widen set writable root %q, which, as it is bound, is not within the job's writable roots", bad)
+}
+
+// narrowedByMayWiden reports whether a hook with may_widen changed the
+// writable roots (its widening is the operator's choice).
+func (e *Executor) narrowedByMayWiden(trail []hooks.TrailEntry) bool {
+	mayWiden := map[string]bool{}
+	for _, h := range e.Chain.Hooks() {
+		mayWiden[h.Config.Name] = h.Config.MayWiden
+	}
+	for _, t := range trail {
+		if t.Enforced && t.Decision == hooks.DecisionAdjust && slices.Contains(t.Changed, "writable") && mayWiden[t.Hook] {
+			return true
+		}
+	}
+	return false
+}
+
 func (e *Executor) askOf(j hooks.Job, job queue.Job) Ask {
 	a := Ask{Mode: sandbox.Mode(j.Mode), Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable}
 	if j.Workspace != (StateDir{Root: e.StateDir}).DefaultWorkspace(job.ID) {

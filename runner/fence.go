@@ -51,7 +51,13 @@ type Fence struct {
 	// hiddenFiles are files made unreadable (sandbox.PolicyParams.
 	// HideFiles), those that exist when a job starts.
 	hiddenFiles []string
-	cache       *fenceCache
+	// hidePatterns are absolute glob patterns (filepath.Match) of what is
+	// hidden, expanded again whenever the fence reads the file system (at
+	// most once a second): a secret created after the worker started is
+	// hidden from the next jobs too. A match that is a directory is hidden
+	// like hidden, a file like hiddenFiles.
+	hidePatterns []string
+	cache        *fenceCache
 }
 
 // fenceCacheTTL is how long the identities of the protected paths and the
@@ -73,9 +79,10 @@ type fenceCache struct {
 // of the protected paths and their ancestors, the hidden directories that
 // exist, and their identities.
 type fenceState struct {
-	protected map[fileID]string
-	hidden    []string
-	hiddenIDs map[fileID]string
+	protected   map[fileID]string
+	hidden      []string
+	hiddenFiles []string
+	hiddenIDs   map[fileID]string
 }
 
 // state returns the fence's fenceState, read again when older than
@@ -98,6 +105,36 @@ func (f Fence) readState() *fenceState {
 	for _, h := range f.hidden {
 		if id, ok := statPathID(h); ok {
 			st.hiddenIDs[id] = h
+		}
+	}
+	for _, h := range f.hiddenFiles {
+		if fi, err := os.Stat(h); err == nil && !fi.IsDir() && !slices.Contains(st.hiddenFiles, h) {
+			st.hiddenFiles = append(st.hiddenFiles, h)
+		}
+	}
+	for _, pat := range f.hidePatterns {
+		matches, err := filepath.Glob(pat)
+		if err != nil {
+			continue
+		}
+		for _, m := range matches {
+			c, err := filepath.EvalSymlinks(m)
+			if err != nil {
+				continue
+			}
+			fi, err := os.Stat(c)
+			switch {
+			case err != nil:
+			case fi.IsDir():
+				if !slices.Contains(st.hidden, c) {
+					st.hidden = append(st.hidden, c)
+				}
+				if id, ok := statPathID(c); ok {
+					st.hiddenIDs[id] = m
+				}
+			case !slices.Contains(st.hiddenFiles, c):
+				st.hiddenFiles = append(st.hiddenFiles, c)
+			}
 		}
 	}
 	return st
@@ -138,6 +175,23 @@ func (f Fence) WithHidden(dirs ...string) Fence {
 // by jobs, those of them that exist as files when a job starts.
 func (f Fence) WithHiddenFiles(files ...string) Fence {
 	f.hiddenFiles = addPaths(slices.Clone(f.hiddenFiles), files...)
+	f.cache = &fenceCache{}
+	return f
+}
+
+// WithHidePatterns returns a copy of f that also hides whatever matches
+// patterns (absolute filepath.Match globs; others are ignored) when a job
+// starts: directories behind an empty tmpfs, files made unreadable. The
+// patterns are expanded again at most once a second, so what appears
+// later is hidden too.
+func (f Fence) WithHidePatterns(patterns ...string) Fence {
+	f.hidePatterns = slices.Clone(f.hidePatterns)
+	for _, p := range patterns {
+		if filepath.IsAbs(p) && !slices.Contains(f.hidePatterns, p) {
+			f.hidePatterns = append(f.hidePatterns, filepath.Clean(p))
+		}
+	}
+	f.cache = &fenceCache{}
 	return f
 }
 
@@ -484,12 +538,49 @@ func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
 				p.Hide = append(p.Hide, h)
 			}
 		}
-		p.HideFiles = slices.Clone(p.HideFiles)
-		for _, h := range f.hiddenFiles {
-			if fi, err := os.Stat(h); err == nil && !fi.IsDir() {
-				p.HideFiles = append(p.HideFiles, h)
-			}
-		}
+		p.HideFiles = append(slices.Clone(p.HideFiles), f.state().hiddenFiles...)
 	}
 	return sandbox.NewPolicy(p)
+}
+
+// PinnedWithin checks each pinned root of pol whose index is not exempt
+// (exempt(i) true: the job's own default workspace, say) against dirs by
+// device and inode: the directory bound must be one of dirs or lie below
+// one, found by walking its ancestors through "..". It returns the path
+// of the first root that is not, or "" when all are. A check made on path
+// text before the roots were pinned can be raced (a symlink flipped
+// between that resolution and the pin); this one is made on what bwrap
+// binds. dirs are given as open descriptors (within) or as paths, stat'ed
+// now (withinPaths; those that do not exist count for nothing).
+func PinnedWithin(pol sandbox.Policy, pins *sandbox.Pinned, within []*os.File, withinPaths []string, exempt func(i int) bool) (string, error) {
+	ids := map[fileID]bool{}
+	for _, d := range withinPaths {
+		if id, ok := statPathID(d); ok {
+			ids[id] = true
+		}
+	}
+	for _, f := range within {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil {
+			ids[statID(&st)] = true
+		}
+	}
+	roots := pol.Roots()
+	for i, file := range pins.Files() {
+		if exempt != nil && exempt(i) {
+			continue
+		}
+		inside := false
+		err := walkUp(file, func(id fileID, _ bool) bool {
+			inside = ids[id]
+			return !inside
+		})
+		if err != nil {
+			return roots[i], fmt.Errorf("runner: checking %s: %w", roots[i], err)
+		}
+		if !inside {
+			return roots[i], nil
+		}
+	}
+	return "", nil
 }

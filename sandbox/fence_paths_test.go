@@ -30,10 +30,11 @@ func TestConfineCoversKernelPaths(t *testing.T) {
 	require.Contains(t, joined, "--proc /proc --ro-bind /proc/sys /proc/sys --ro-bind /proc/irq /proc/irq --ro-bind /dev/null /proc/kcore --tmpfs /proc/acpi --remount-ro /proc/acpi --tmpfs /sys/firmware --remount-ro /sys/firmware --tmpfs /tmp")
 
 	d.Grade = GradePartial
+	d.KernelPaths.PrivateDirs = []string{"/dev/shm"}
 	got, err = ConfineWith([]string{"true"}, p, d)
 	require.NoError(t, err)
 	joined = strings.Join(got, " ")
-	require.Contains(t, joined, "--tmpfs /proc --remount-ro /proc --tmpfs /sys/firmware --remount-ro /sys/firmware --tmpfs /tmp")
+	require.Contains(t, joined, "--tmpfs /proc --remount-ro /proc --tmpfs /dev/shm --tmpfs /sys/firmware --remount-ro /sys/firmware --tmpfs /tmp")
 	require.NotContains(t, joined, "/proc/sys")
 	require.NotContains(t, joined, "/proc/acpi")
 
@@ -213,11 +214,16 @@ else
   if [ -n "$(ls -A /proc | grep -vx .paddock-launch)" ]; then echo "ESCAPE: partial /proc holds more than the launcher"; fi
   if ( echo x > /proc/x ) 2>/dev/null; then echo "ESCAPE: partial /proc writable"; fi
   if [ -d /sys/firmware ] && [ -n "$(ls -A /sys/firmware)" ]; then echo "ESCAPE: /sys/firmware not empty"; fi
+  if [ -e "/dev/shm/$2" ]; then echo "ESCAPE: saw the host's /dev/shm"; fi
 fi
 exit 0`
 		// /dev/stdout reopens the test's pipe through /proc/self/fd/1,
 		// which only the pipe's owner (the test process) may do.
-		res := runJob(t, d, p, u, sh(script, u.name)...)
+		shm := "paddock-test-" + token(t)
+		if err := os.WriteFile(filepath.Join("/dev/shm", shm), []byte("host"), 0o644); err == nil {
+			t.Cleanup(func() { os.Remove(filepath.Join("/dev/shm", shm)) })
+		}
+		res := runJob(t, d, p, u, sh(script, u.name, shm)...)
 		require.Equal(t, OutcomeSucceeded, res.class.Outcome, "%+v stderr=%s", res.class, res.stderr)
 		require.NotContains(t, res.stdout, "ESCAPE")
 		require.NotContains(t, res.stdout, "BROKEN")

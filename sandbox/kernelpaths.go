@@ -29,12 +29,17 @@ type KernelPaths struct {
 	MaskedFiles []string `json:"masked_files,omitempty"`
 	// MaskedDirs are covered with an empty read-only tmpfs.
 	MaskedDirs []string `json:"masked_dirs,omitempty"`
+	// PrivateDirs get a fresh, empty, writable tmpfs at the partial grade,
+	// whose /dev is the host's (read-only): /dev/shm and /dev/mqueue would
+	// otherwise show other processes' POSIX shared memory and message
+	// queues. The full grade's fresh /dev has its own.
+	PrivateDirs []string `json:"private_dirs,omitempty"`
 }
 
 // kernelPath is one entry of the cover list, with why it is covered.
 type kernelPath struct {
 	path   string
-	cover  string // "ro", "file" or "dir"
+	cover  string // "ro", "file", "dir" or "private"
 	reason string
 }
 
@@ -57,6 +62,8 @@ var kernelPathList = []kernelPath{
 	{"/proc/asound", "dir", "the host's sound devices"},
 	{"/proc/scsi", "dir", "the host's SCSI devices; writing scsi/scsi adds and removes them"},
 	{"/sys/firmware", "dir", "firmware tables (ACPI, DMI, EFI variables) of the host"},
+	{"/dev/shm", "private", "the host's POSIX shared memory, readable at the partial grade through the host's /dev"},
+	{"/dev/mqueue", "private", "the host's POSIX message queues, listed at the partial grade through the host's /dev"},
 	{"/sys/devices/virtual/powercap", "dir", "RAPL energy counters: a power side channel on other processes (CVE-2020-8694)"},
 }
 
@@ -88,6 +95,8 @@ func FindKernelPaths() KernelPaths {
 			kp.MaskedDirs = append(kp.MaskedDirs, k.path)
 		case k.cover == "file" && !fi.IsDir():
 			kp.MaskedFiles = append(kp.MaskedFiles, k.path)
+		case k.cover == "private" && fi.IsDir():
+			kp.PrivateDirs = append(kp.PrivateDirs, k.path)
 		}
 	}
 	return kp
@@ -111,11 +120,16 @@ func (kp KernelPaths) known() bool {
 		}
 		return true
 	}
-	return check(kp.ReadOnly, "ro") && check(kp.MaskedFiles, "file") && check(kp.MaskedDirs, "dir")
+	return check(kp.ReadOnly, "ro") && check(kp.MaskedFiles, "file") && check(kp.MaskedDirs, "dir") && check(kp.PrivateDirs, "private")
 }
 
 // appendCover appends the bwrap options that cover kp at grade g.
 func (kp KernelPaths) appendCover(out []string, g Grade) []string {
+	if g == GradePartial {
+		for _, p := range kp.PrivateDirs {
+			out = append(out, "--tmpfs", p)
+		}
+	}
 	if g == GradeFull {
 		for _, p := range kp.ReadOnly {
 			out = append(out, "--ro-bind", p, p)

@@ -257,3 +257,68 @@ func fileExists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
 }
+
+// TestE2EWorkspaceRootsRace: the policy allows workspaces under one
+// directory only; job A, inside it, flips a symlink on the path that jobs
+// B name as a writable root between a directory inside and one outside.
+// Whatever the interleaving, no B job writes outside: the ceiling is
+// judged again on the descriptors bwrap binds.
+func TestE2EWorkspaceRootsRace(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "the race needs python3")
+	const racers = 100
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		allowed := hostDirUnder(t, "/var/tmp")
+		outside := hostDirUnder(t, "/var/tmp")
+		for _, d := range []string{filepath.Join(allowed, "a", "real", "sub"), filepath.Join(allowed, "b"), filepath.Join(outside, "sub")} {
+			require.NoError(t, os.MkdirAll(d, 0o755))
+		}
+		require.NoError(t, os.Symlink("real", filepath.Join(allowed, "a", "r")))
+		pol := b.WriteJob("policy.toml", fmt.Sprintf("workspace_roots = [%q]\n", allowed))
+		_, errOut, code := b.Run("policy", "set", pol)
+		require.Equal(t, 0, code, errOut)
+		flipper := b.WriteJob("flipper.toml", fmt.Sprintf(`name = "flipper"
+mode = "workspace_write"
+workspace = %q
+priority = 10
+timeout = "5m"
+command = [%q, "-c", '''
+import os, time
+deadline = time.time() + 240
+while not os.path.exists("stop") and time.time() < deadline:
+    for target in ("real", %q):
+        try:
+            os.unlink("r.tmp")
+        except FileNotFoundError:
+            pass
+        os.symlink(target, "r.tmp")
+        os.rename("r.tmp", "r")
+''']
+`, filepath.Join(allowed, "a"), python, outside))
+		var racersFile strings.Builder
+		racersFile.WriteString("[defaults]\nmode = \"workspace_write\"\n")
+		fmt.Fprintf(&racersFile, "workspace = %q\nwritable = [%q]\n", filepath.Join(allowed, "b"), filepath.Join(allowed, "a", "r", "sub"))
+		fmt.Fprintf(&racersFile, "command = 'touch %q/pwn-$PADDOCK_JOB_ID 2>/dev/null; true'\n", filepath.Join(allowed, "a", "r", "sub"))
+		for i := range racers {
+			fmt.Fprintf(&racersFile, "[[job]]\nname = \"racer-%d\"\n", i)
+		}
+		// The racers are submitted while the link points inside (submit
+		// judges the paths too), the flipper after them with a higher
+		// priority, so that it is claimed first.
+		ids := b.Submit(b.WriteJob("racers.toml", racersFile.String()))
+		flipID := b.Submit(flipper)[0]
+		b.StartWorker("--concurrency", "2")
+		outcomes := map[string]int{}
+		for _, id := range ids {
+			j := b.WaitState(id, 3*time.Minute, "succeeded", "failed", "denied")
+			outcomes[j.Attempts[len(j.Attempts)-1].Outcome]++
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(allowed, "a", "stop"), nil, 0o644))
+		b.WaitState(flipID, time.Minute, "succeeded")
+		t.Logf("%d racers: %v", racers, outcomes)
+		matches, err := filepath.Glob(filepath.Join(outside, "sub", "pwn-*"))
+		require.NoError(t, err)
+		require.Empty(t, matches, "a job wrote outside the policy's workspace_roots")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -59,5 +60,34 @@ true
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "SECRET-KEY-MATERIAL")
 		require.Contains(t, out, "SECRET-NETRC")
+	})
+}
+
+// TestE2ESecretsCreatedLaterAreHidden: a secret that appears after the
+// worker started (aws configure, git credential store, a new ~/.kube) is
+// hidden from the jobs that start after it, as one that was there before.
+func TestE2ESecretsCreatedLaterAreHidden(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		home, err := os.MkdirTemp("/var/tmp", "paddock-hide-home-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(home) })
+		require.NoError(t, os.Chmod(home, 0o755))
+		b.Env = append(b.Env, "HOME="+home)
+		b.StartWorker("--concurrency", "1")
+		// A first job, so the worker has started and read its fence.
+		first := b.Submit(b.WriteJob("first.toml", "name = \"first\"\nmode = \"read_only\"\ncommand = \"true\"\n"))[0]
+		b.WaitState(first, time.Minute, "succeeded")
+		require.NoError(t, os.MkdirAll(filepath.Join(home, ".kube"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(home, ".kube", "config"), []byte("KUBE-SECRET\n"), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(home, ".git-credentials"), []byte("GIT-SECRET\n"), 0o600))
+		time.Sleep(1100 * time.Millisecond) // the fence reads its paths at most once a second
+		job := b.WriteJob("late.toml", fmt.Sprintf("name = \"late\"\nmode = \"read_only\"\ncommand = \"cat %s/.kube/config %s/.git-credentials 2>&1; true\"\n", home, home))
+		id := b.Submit(job)[0]
+		j := b.WaitState(id, time.Minute, "succeeded", "failed")
+		require.Equal(t, "succeeded", j.State, j.Reason)
+		out, _, _ := b.Run("logs", id)
+		require.NotContains(t, out, "SECRET", "a secret created after the worker started was read")
+		require.Contains(t, out, "ermission denied", "the hidden file is there but unreadable: %s", out)
 	})
 }

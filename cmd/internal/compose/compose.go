@@ -106,8 +106,7 @@ func (in *Install) Probe(ctx context.Context) (sandbox.ProbeReport, error) {
 // [DefaultHidden]). Built once.
 func (in *Install) Fence() *runner.Fence {
 	in.fenceOnce.Do(func() {
-		dirs, files := HiddenPaths(in.Policy.HideList())
-		in.fence = FenceFor(in.StateDir, in.Config).WithHidden(dirs...).WithHiddenFiles(files...)
+		in.fence = FenceFor(in.StateDir, in.Config).WithHidePatterns(HidePatterns(in.Policy.HideList())...)
 	})
 	return &in.fence
 }
@@ -164,33 +163,20 @@ func (in *Install) CheckSpecs(file string, source []byte, specs []jobspec.Spec) 
 	return in.Config.CheckHookNames(file, source, specs)
 }
 
-// HiddenPaths expands a policy's hide list (runner.Policy.HideList: "~/"
-// is $HOME, globs are expanded) to the directories and the files that
-// exist now. Relative entries are ignored (ParsePolicy refuses none:
-// a glob such as ".env" names nothing outside a root).
-func HiddenPaths(list []string) (dirs, files []string) {
+// HidePatterns makes a policy's hide list (runner.Policy.HideList)
+// absolute: "~/" becomes the user's home; relative entries are dropped.
+// The fence expands the globs when jobs start (runner.Fence.
+// WithHidePatterns), so secrets created after the process started are
+// hidden too.
+func HidePatterns(list []string) []string {
 	home, _ := os.UserHomeDir()
+	var out []string
 	for _, e := range list {
-		e = runner.ExpandHome(e, home)
-		if !filepath.IsAbs(e) {
-			continue
-		}
-		ms, err := filepath.Glob(e)
-		if err != nil {
-			continue
-		}
-		for _, m := range ms {
-			fi, err := os.Stat(m)
-			switch {
-			case err != nil:
-			case fi.IsDir():
-				dirs = append(dirs, m)
-			default:
-				files = append(files, m)
-			}
+		if e = runner.ExpandHome(e, home); filepath.IsAbs(e) {
+			out = append(out, e)
 		}
 	}
-	return dirs, files
+	return out
 }
 
 // DefaultStateDir is the state directory of a paddock given no
