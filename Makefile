@@ -12,7 +12,7 @@ HOOKS_DIR := $(BIN)/hooks
 COMMAND_HOOKS := denylist minimal
 REACTOR_HOOKS := tighten minimal-reactor
 
-.PHONY: all build hooks bwrap test test-unprivileged vet demo clean bench soak
+.PHONY: all build hooks bwrap wabt test test-unprivileged vet demo clean bench soak
 
 all: build hooks
 
@@ -37,17 +37,28 @@ $(addprefix $(HOOKS_DIR)/,$(addsuffix .wasm,$(REACTOR_HOOKS))): $(HOOKS_DIR)/%.w
 
 FORCE:
 
-# bwrap installs bubblewrap through the system package manager when it is
-# missing: directly as root, through sudo otherwise. It never fails the build
-# by itself; tests decide (under PADDOCK_REQUIRE_BWRAP=1 a missing bwrap fails).
-bwrap:
-	@if command -v bwrap >/dev/null 2>&1; then exit 0; fi; \
-	if ! command -v apt-get >/dev/null 2>&1; then echo "make: bwrap missing and no apt-get; install bubblewrap by hand" >&2; exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; else echo "make: bwrap missing; run as root or with sudo to install bubblewrap" >&2; exit 0; fi; \
-	echo "make: installing bubblewrap"; \
+# $(call apt_install,CMD,PACKAGE) installs PACKAGE through the system package
+# manager when CMD is missing: directly as root, through sudo otherwise. It
+# never fails the build by itself; tests decide (under
+# PADDOCK_REQUIRE_BWRAP=1 a missing tool fails the tests that need it).
+define apt_install
+	@if command -v $(1) >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "make: $(1) missing and no apt-get; install $(2) by hand" >&2; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; else echo "make: $(1) missing; run as root or with sudo to install $(2)" >&2; exit 0; fi; \
+	echo "make: installing $(2)"; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap; }; \
-	if command -v bwrap >/dev/null 2>&1; then bwrap --version; else echo "make: bubblewrap did not install; install it by hand (apt-get install bubblewrap)" >&2; fi
+	$$SUDO apt-get install -y -qq $(2) >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(2); }; \
+	if command -v $(1) >/dev/null 2>&1; then $(1) --version; else echo "make: $(2) did not install; install it by hand (apt-get install $(2))" >&2; fi
+endef
+
+# bwrap: bubblewrap, the sandbox.
+bwrap:
+	$(call apt_install,bwrap,bubblewrap)
+
+# wabt: wat2wasm, which assembles the hand-written hostile hook modules of
+# hooks/testdata/wat for the tests.
+wabt:
+	$(call apt_install,wat2wasm,wabt)
 
 vet:
 	$(GO) vet ./...
@@ -56,7 +67,7 @@ vet:
 # test runs the suite with a TMPDIR of its own (mode 1777, as /tmp: some
 # tests run as nobody) and fails when a test left anything in it: every
 # test cleans up after itself.
-test: bwrap hooks vet
+test: bwrap wabt hooks vet
 	@tmp=$$(mktemp -d /tmp/paddock-test.XXXXXX) && chmod 1777 $$tmp && \
 	TMPDIR=$$tmp $(GO) test -count=1 -timeout 9m ./...; status=$$?; \
 	left=$$(ls -A $$tmp); rm -rf $$tmp; \

@@ -64,7 +64,7 @@ func TestHostileModules(t *testing.T) {
 	}{
 		{do: "loop", want: ErrTimeout, contain: "did not finish within 1s"},
 		{do: "sleep", want: ErrTimeout},
-		{do: "membomb", want: ErrMemory, contain: "past 25165824 bytes"},
+		{do: "membomb", want: ErrMemory, contain: "grew past its memory limit of 24 MiB"},
 		{do: "trap", want: ErrTrap, contain: "out of bounds memory access"},
 		{do: "stdout", want: ErrOutputTooLarge, contain: "more than 1048576 bytes of stdout"},
 		{do: "huge", want: ErrOutputTooLarge},

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 
 // Test modules: built from Go sources with GOOS=wasip1 GOARCH=wasm the first
 // time a test needs one (all at once, two builds at a time), once per test
-// binary, into a temporary directory. Plain `go test ./hooks/` is enough.
+// binary, into a temporary directory, with the hand-written modules of
+// testdata/wat (assembled by wat2wasm, from Debian's wabt, which `make test`
+// installs). Plain `go test ./hooks/` is enough.
 var testModules = map[string]struct {
 	dir  string
 	args []string
@@ -29,6 +32,10 @@ var testModules = map[string]struct {
 	"hostile-reactor": {"./testdata/hostile", []string{"-tags=reactor", "-buildmode=c-shared"}},
 	"noabi":           {"./testdata/noabi", []string{"-buildmode=c-shared"}},
 }
+
+// watDir holds the hand-written modules; wasmPath(t, "wat/NAME") is
+// testdata/wat/NAME.wat assembled.
+const watDir = "testdata/wat"
 
 var (
 	buildOnce sync.Once
@@ -82,13 +89,50 @@ func buildModules() {
 			}
 		}()
 	}
+	if wat, err := exec.LookPath("wat2wasm"); err == nil {
+		watFiles, _ := filepath.Glob(filepath.Join(watDir, "*.wat"))
+		if err := os.Mkdir(filepath.Join(buildDir, "wat"), 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		for _, f := range watFiles {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				out := filepath.Join(buildDir, "wat", strings.TrimSuffix(filepath.Base(f), ".wat")+".wasm")
+				if msg, err := exec.Command(wat, f, "-o", out).CombinedOutput(); err != nil {
+					mu.Lock()
+					buildErr = fmt.Errorf("wat2wasm %s: %v\n%s", f, err, msg)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
 	wg.Wait()
+}
+
+// requireWat2wasm skips the test when wat2wasm is missing (`make test`
+// installs it), or fails it under PADDOCK_REQUIRE_BWRAP=1, which CI sets:
+// there a hostile-module test must not be skipped.
+func requireWat2wasm(tb testing.TB) {
+	tb.Helper()
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			tb.Fatalf("wat2wasm is missing and PADDOCK_REQUIRE_BWRAP=1: install Debian's wabt (make test does)")
+		}
+		tb.Skip("wat2wasm is missing: install Debian's wabt (make test does), or set PADDOCK_REQUIRE_BWRAP=1 to fail instead")
+	}
 }
 
 // wasmPath returns the path of the test module name, building all of them
 // on first use.
 func wasmPath(tb testing.TB, name string) string {
 	tb.Helper()
+	if strings.HasPrefix(name, "wat/") {
+		requireWat2wasm(tb)
+	}
 	buildOnce.Do(buildModules)
 	require.NoError(tb, buildErr)
 	return filepath.Join(buildDir, name+".wasm")

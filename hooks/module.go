@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sys/unix"
 )
 
 // ABI names (TrailEntry has no ABI field; these appear in load errors and
@@ -69,6 +70,10 @@ func (h *hook) prewarm(ctx context.Context) {
 		if err != nil {
 			return // a decision makes its own, and reports the failure
 		}
+		if in.lim.hit.Load() { // a grow was refused: the first decision would be denied
+			_ = in.mod.Close(context.WithoutCancel(ctx))
+			return
+		}
 		in.stdout.cancel = nil
 		select {
 		case h.idle <- in:
@@ -111,10 +116,12 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 	}
 
 	// The hook's memory limit is enforced by memLimiter, which sees every
-	// grow and records a refusal, so the cause is reported. wazero's own
-	// limit stays at 4 GiB: with it at the hook's limit, a grow past it
-	// would be refused silently, before reaching the allocator. The initial
-	// size is checked here, as the allocator cannot refuse it.
+	// grow and records a refusal, so the cause is reported and the decision
+	// denied. wazero's own limit stays at 4 GiB: with it at the hook's
+	// limit, a grow past it would be refused silently, before reaching the
+	// allocator (meter makes the grows wazero refuses by itself reach it
+	// too). The initial size is checked here, as the allocator cannot
+	// refuse it.
 	minPages, err := memoryMinPages(wasm)
 	if err != nil {
 		return nil, loadErr("%v", err)
@@ -122,7 +129,9 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 	if minPages*pageBytes > cfg.MemoryBytes {
 		return nil, loadErr("initial memory of %d bytes is above the limit of %d bytes", minPages*pageBytes, cfg.MemoryBytes)
 	}
+	// The features meter decodes, whatever wazero's default becomes.
 	rc := wazero.NewRuntimeConfig().
+		WithCoreFeatures(api.CoreFeaturesV2).
 		WithCloseOnContextDone(true).
 		WithCompilationCache(cache)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
@@ -134,7 +143,17 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		return nil, loadErr("wasi: %v", err)
 	}
-	compiled, err := rt.CompileModule(ctx, wasm)
+	metered, merr := meter(wasm, uint32(cfg.MemoryBytes/pageBytes))
+	if merr != nil {
+		// An invalid module gets wazero's own message; a valid one that
+		// meter cannot rewrite is refused all the same: its deadline
+		// could not be enforced.
+		if _, err := rt.CompileModule(ctx, wasm); err != nil {
+			return nil, loadErr("compile: %v", err)
+		}
+		return nil, loadErr("%v", merr)
+	}
+	compiled, err := rt.CompileModule(ctx, metered)
 	if err != nil {
 		return nil, loadErr("compile: %v", err)
 	}
@@ -237,7 +256,7 @@ func (h *hook) callCommand(ctx context.Context, req []byte) ([]byte, string, err
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}
-	if err != nil || stdout.over {
+	if err != nil || stdout.over || lim.hit.Load() {
 		return nil, stderr.String(), h.classify(ctx, callCtx, err, stdout, lim)
 	}
 	return stdout.buf.Bytes(), stderr.String(), nil
@@ -291,14 +310,15 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 		if err != nil {
 			return nil, in.stderr.String(), fmt.Errorf("%w (in _initialize)", h.classify(ctx, callCtx, err, in.stdout, in.lim))
 		}
+		// A grow refused in _initialize counts against this decision
+		// (lim.hit stays set); a pooled instance never had one refused.
 	}
 	in.stdout.reset(cancel)
 	in.stderr.reset()
-	in.lim.hit.Store(false)
 
-	out, err := in.run(callCtx, req)
+	out, err := in.run(callCtx, in.decide, req)
 	stderr := in.stderr.String()
-	if err != nil || in.stdout.over {
+	if err != nil || in.stdout.over || in.lim.hit.Load() {
 		_ = in.mod.Close(context.WithoutCancel(ctx))
 		return nil, stderr, h.classify(ctx, callCtx, err, in.stdout, in.lim)
 	}
@@ -311,8 +331,9 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 	return out, stderr, nil
 }
 
-// run is one paddock_alloc + write + paddock_decide + read on in.
-func (in *instance) run(ctx context.Context, req []byte) ([]byte, error) {
+// run is one paddock_alloc + write + fn (paddock_decide or
+// paddock_validate_settings) + read on in.
+func (in *instance) run(ctx context.Context, fn api.Function, req []byte) ([]byte, error) {
 	in.stack[0] = uint64(uint32(len(req)))
 	if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("paddock_alloc: %w", err)
@@ -321,17 +342,18 @@ func (in *instance) run(ctx context.Context, req []byte) ([]byte, error) {
 	if !in.mod.Memory().Write(ptr, req) {
 		return nil, fmt.Errorf("%w: paddock_alloc(%d) returned %#x, outside memory", ErrTrap, len(req), ptr)
 	}
+	name := func() string { return fn.Definition().ExportNames()[0] }
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(uint32(len(req)))
-	if err := in.decide.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, fmt.Errorf("paddock_decide: %w", err)
+	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
+		return nil, fmt.Errorf("%s: %w", name(), err)
 	}
 	outPtr, outLen := uint32(in.stack[0]>>32), uint32(in.stack[0])
 	if outLen > MaxOutputBytes {
-		return nil, fmt.Errorf("%w: paddock_decide returned %d bytes, more than %d", ErrOutputTooLarge, outLen, MaxOutputBytes)
+		return nil, fmt.Errorf("%w: %s returned %d bytes, more than %d", ErrOutputTooLarge, name(), outLen, MaxOutputBytes)
 	}
 	b, ok := in.mod.Memory().Read(outPtr, outLen)
 	if !ok {
-		return nil, fmt.Errorf("%w: paddock_decide returned [%#x, +%d), outside memory", ErrTrap, outPtr, outLen)
+		return nil, fmt.Errorf("%w: %s returned [%#x, +%d), outside memory", ErrTrap, name(), outPtr, outLen)
 	}
 	return bytes.Clone(b), nil
 }
@@ -348,8 +370,10 @@ func (h *hook) classify(parent, callCtx context.Context, err error, stdout *limi
 		return fmt.Errorf("%w: wrote more than %d bytes of stdout", ErrOutputTooLarge, MaxOutputBytes)
 	case errors.Is(err, ErrOutputTooLarge), errors.Is(err, ErrTrap):
 		return err
+	case lim.hit.Load() && err == nil:
+		return fmt.Errorf("%w: grew past its memory limit of %s", ErrMemory, sizeText(h.cfg.MemoryBytes))
 	case lim.hit.Load():
-		return fmt.Errorf("%w: tried to grow memory past %d bytes (%v)", ErrMemory, h.cfg.MemoryBytes, firstLine(err))
+		return fmt.Errorf("%w: grew past its memory limit of %s (then: %s)", ErrMemory, sizeText(h.cfg.MemoryBytes), firstLine(err))
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("%w: did not finish within %v", ErrTimeout, h.cfg.Timeout)
 	case errors.As(err, &ee):
@@ -434,8 +458,9 @@ func (w *headWriter) String() string {
 }
 
 // memLimiter is the memory allocator of one instance: it backs the linear
-// memory with a Go slice and refuses (recording hit) any growth past
-// limitBytes.
+// memory with its own mapping and refuses (recording hit) any growth past
+// limitBytes. Used by the one goroutine running the instance; hit may be
+// read by any.
 type memLimiter struct {
 	limitBytes uint64
 	hit        atomic.Bool
@@ -446,37 +471,56 @@ func (l *memLimiter) Allocate(_, _ uint64) experimental.LinearMemory {
 	return &linearMemory{l: l}
 }
 
+// linearMemory is one instance's linear memory: limitBytes of address
+// space reserved at the first allocation (PROT_NONE, so nothing is
+// committed) and made readable and writable as the memory grows. It never
+// moves, so growing copies nothing, and only the pages the guest touches
+// are resident: growing by N bytes costs at most N bytes of memory. The
+// mapping is released by Free, when wazero closes the instance.
 type linearMemory struct {
 	l    *memLimiter
-	buf  []byte
-	init bool
+	mem  []byte // the whole reservation, limitBytes long
+	size uint64 // bytes readable and writable, from the start
 }
 
-// Reallocate implements experimental.LinearMemory. The first allocation
-// has room for twice the initial size and growth doubles the capacity (up
-// to the limit): a Go-built module starts at about 2 MiB and grows a few
-// pages during _initialize, and copying its memory into a new buffer then
-// cost half of a new instance's CPU time (25 -> 11 ms for tighten). A
-// module growing page by page is not copied quadratically. Memory never
-// shrinks, so spare capacity is zero. (wazero's
-// RuntimeConfig.WithMemoryCapacityFromMax only changes the capacity hint
-// passed to Allocate, which is ignored here; reserving the whole limit up
-// front would commit it all when Go recycles a freed buffer and zeroes it.)
+// Reallocate implements experimental.LinearMemory: it returns the first
+// size bytes, or nil (the grow fails) past the limit or when the kernel
+// refuses the mapping.
 func (m *linearMemory) Reallocate(size uint64) []byte {
-	if size > m.l.limitBytes && m.init {
+	if size > m.l.limitBytes {
 		m.l.hit.Store(true)
 		return nil
 	}
-	m.init = true
-	if size <= uint64(cap(m.buf)) {
-		m.buf = m.buf[:size]
-		return m.buf
+	if m.mem == nil {
+		mem, err := unix.Mmap(-1, 0, int(max(m.l.limitBytes, pageBytes)), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			return nil
+		}
+		m.mem = mem
 	}
-	newCap := max(size, min(2*max(uint64(cap(m.buf)), size), m.l.limitBytes))
-	nb := make([]byte, size, newCap)
-	copy(nb, m.buf)
-	m.buf = nb
-	return nb
+	if size > m.size {
+		if err := unix.Mprotect(m.mem[m.size:size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return nil
+		}
+		m.size = size
+	}
+	return m.mem[:size:size]
+}
+
+// Free implements experimental.LinearMemory.
+func (m *linearMemory) Free() {
+	if m.mem != nil {
+		_ = unix.Munmap(m.mem)
+		m.mem, m.size = nil, 0
+	}
+}
+
+// sizeText writes a byte count in MiB when it is a whole number of them.
+func sizeText(n uint64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // memoryMinPages returns the initial size in pages of the memory the module
@@ -527,6 +571,3 @@ func memoryMinPages(wasm []byte) (uint64, error) {
 	}
 	return 0, nil
 }
-
-// Free implements experimental.LinearMemory.
-func (m *linearMemory) Free() { m.buf = nil }

@@ -1,0 +1,147 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// instantiateRaw compiles and instantiates wasm on a plain wazero runtime
+// (the features paddock enables, no limits), closed at the end of the test.
+func instantiateRaw(t *testing.T, wasm []byte) api.Module {
+	t.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2))
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	mod, err := rt.Instantiate(ctx, wasm)
+	require.NoError(t, err)
+	return mod
+}
+
+// callAll calls each of calls ("export(arg)") in order and records the
+// result or the first line of the error.
+func callAll(t *testing.T, mod api.Module, calls []string) []string {
+	t.Helper()
+	var out []string
+	for _, c := range calls {
+		var name string
+		var arg int32
+		_, err := fmt.Sscanf(strings.NewReplacer("(", " ", ")", "").Replace(c), "%s %d", &name, &arg)
+		require.NoError(t, err, c)
+		f := mod.ExportedFunction(name)
+		require.NotNil(t, f, name)
+		res, err := f.Call(context.Background(), api.EncodeI32(arg))
+		if err != nil {
+			out = append(out, c+" = error: "+firstLine(err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s = %d", c, api.DecodeI32(res[0])))
+	}
+	return out
+}
+
+// TestMeterPreservesMeaning runs the exports of testdata/wat/control.wat
+// (br_table to the function's label, nested branches carrying values,
+// multi-value blocks and loops with parameters, call_indirect, traps,
+// memory.fill and memory.copy, memory.grow, SIMD lanes, and fib(25): about
+// 250,000 calls, which spend the budget several times) on the original
+// module and on the rewritten one: every result and trap must be the same.
+func TestMeterPreservesMeaning(t *testing.T) {
+	t.Parallel()
+	orig, err := os.ReadFile(wasmPath(t, "wat/control"))
+	require.NoError(t, err)
+	metered, err := meter(orig, DefaultMemoryBytes/pageBytes)
+	require.NoError(t, err)
+	require.NotEqual(t, orig, metered)
+
+	calls := []string{
+		"table(0)", "table(1)", "table(2)", "table(3)", "table(99)", "table(-1)",
+		"nested(0)", "nested(4)", "nested(6)", "nested(11)", "nested(-5)",
+		"sumloop(1)", "sumloop(10)", "sumloop(1000)",
+		"multi(0)", "multi(65537)", "multi(196610)",
+		"indirect(0)", "indirect(1)", "indirect(2)", "indirect(4)", "indirect(-1)",
+		"fact(1)", "fact(5)", "fact(10)", "calls(0)",
+		"fib(1)", "fib(20)", "fib(25)",
+		"bulk(0)", "bulk(1)", "bulk(255)",
+		"grow(0)", "grow(1)", "grow(2)", "grow(1)", "grow(0)",
+		"simd(0)", "simd(5)", "simd(-3)",
+	}
+	want := callAll(t, instantiateRaw(t, orig), calls)
+	got := callAll(t, instantiateRaw(t, metered), calls)
+	require.Equal(t, want, got)
+	// The cases do what they say: traps and a refused grow among them.
+	require.Contains(t, want, "indirect(4) = error: wasm error: invalid table access")
+	require.Contains(t, want, "table(2) = 100") // the br_table target that is the function itself
+	require.Contains(t, want, "grow(1) = -1")
+	require.Contains(t, want, "fib(25) = 75025")
+}
+
+// TestMeterCapsTables: a table.grow that would hold the host's memory past
+// maxTableElements fails in the guest; a module whose tables start larger
+// is refused at load.
+func TestMeterCapsTables(t *testing.T) {
+	t.Parallel()
+	orig, err := os.ReadFile(wasmPath(t, "wat/tablegrow"))
+	require.NoError(t, err)
+	metered, err := meter(orig, 16)
+	require.NoError(t, err)
+	big := fmt.Sprintf("grow(%d)", 2*maxTableElements)
+	require.Equal(t, []string{big + " = 1"}, callAll(t, instantiateRaw(t, orig), []string{big}))
+	require.Equal(t, []string{big + " = -1", "grow(1000) = 1"}, callAll(t, instantiateRaw(t, metered), []string{big, "grow(1000)"}))
+
+	_, err = NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: "big", Path: wasmPath(t, "wat/bigtable")}}})
+	require.ErrorIs(t, err, ErrLoad)
+	require.Contains(t, err.Error(), `hook "big"`)
+	require.Contains(t, err.Error(), "tables start with 2097152 elements in all, more than 1048576")
+}
+
+// TestMeterRefusesWhatItCannotDecode: an instruction of a feature paddock
+// does not enable (a tail call) is refused by meter; the hook is refused
+// at load with wazero's own message, since the module is invalid for it too.
+func TestMeterRefusesWhatItCannotDecode(t *testing.T) {
+	t.Parallel()
+	wasm := handmadeReactor([]byte{0x12, 0x00}) // _initialize: return_call 0
+	_, err := meter(wasm, 16)
+	require.ErrorIs(t, err, errMeter)
+	require.Contains(t, err.Error(), "unknown or disabled instruction 0x12")
+
+	path := t.TempDir() + "/tail.wasm"
+	require.NoError(t, os.WriteFile(path, wasm, 0o644))
+	_, err = NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: "tail", Path: path}}})
+	require.ErrorIs(t, err, ErrLoad)
+	require.Contains(t, err.Error(), "compile: ")
+}
+
+// FuzzMeter: meter never panics, and whatever it accepts of a module
+// wazero compiles still compiles.
+func FuzzMeter(f *testing.F) {
+	for _, name := range []string{"wat/control", "wat/fib-command", "wat/grow-reactor", "wat/bulk-reactor", "wat/tablegrow", "trap"} {
+		wasm, err := os.ReadFile(wasmPath(f, name))
+		require.NoError(f, err)
+		f.Add(wasm)
+	}
+	f.Add(handmadeReactor(nil))
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2))
+	f.Cleanup(func() { _ = rt.Close(ctx) })
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		metered, err := meter(wasm, 16)
+		if err != nil {
+			return
+		}
+		c, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			return
+		}
+		_ = c.Close(ctx)
+		c, err = rt.CompileModule(ctx, metered)
+		require.NoError(t, err)
+		_ = c.Close(ctx)
+	})
+}
