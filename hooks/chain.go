@@ -56,7 +56,8 @@ type ChainOptions struct {
 	// a Go module), so that the first decision does not pay for it; a
 	// decision that comes first waits for it rather than making a second
 	// one. An instance that fails to start is dropped: decisions then
-	// make their own, and fail as they would have. The worker sets it.
+	// make their own, and fail as they would have. A reactor that checked
+	// its settings at load already has its instance. The worker sets it.
 	Prewarm bool
 }
 
@@ -74,15 +75,20 @@ type Chain struct {
 }
 
 // NewChain reads, checks and compiles every hook of o (through the
-// compilation cache) and detects its ABI. Nothing is instantiated until the
-// first decision.
+// compilation cache), detects its ABI, then asks each hook once to check
+// its settings: a reactor exporting paddock_validate_settings is
+// instantiated for it (the instance is kept for the first decision), a
+// command module is run once on the settings request. Nothing else is
+// instantiated until the first decision.
 //
 // # Errors
 //
 // Each error names the hook at fault and wraps [ErrConfig] (a bad field, a
 // duplicate name, settings not encodable as JSON), [ErrCacheDir] (a cache
-// dir that cannot be created or written), [ErrSHA256Mismatch], or [ErrLoad] (unreadable, invalid or
-// non-WASI module, initial memory above the limit). A module that exports
+// dir that cannot be created or written), [ErrSHA256Mismatch], [ErrLoad] (unreadable, invalid or
+// non-WASI module, initial memory above the limit, tables too large), or
+// [ErrSettings] (the hook refused its settings when asked once at load:
+// see examples/hooks/README.md, "Checking settings at load"). A module that exports
 // neither ABI is not an error here: it loads with ABI [ABINone] and denies
 // every job (see [ErrNoABI]).
 func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
@@ -166,9 +172,24 @@ func NewChain(ctx context.Context, o ChainOptions) (_ *Chain, err error) {
 		// compile: every entry it does not list is removed then.
 		_ = seal.record()
 	}
+	// Each hook checks its settings once (see hook.checkSettings), all at
+	// once: a refusal stops the load, in chain order.
+	for i, h := range c.hooks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = h.checkSettings(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := firstNonNil(errs[:len(c.hooks)]); err != nil {
+		return nil, err
+	}
 	if o.Prewarm {
 		for _, h := range c.hooks {
-			if h.abi == ABIReactor {
+			if h.abi == ABIReactor && len(h.idle) == 0 {
 				h.prewarm(context.WithoutCancel(ctx))
 			}
 		}
@@ -212,15 +233,20 @@ type HookInfo struct {
 	Config Config
 	// SHA256 is the hex digest of the module file.
 	SHA256 string
-	// ABI is [ABICommand] or [ABIReactor].
+	// ABI is [ABICommand], [ABIReactor] or [ABINone].
 	ABI string
+	// ValidatesSettings is true when the module checked its settings at
+	// load (and so accepted them): a reactor exporting
+	// paddock_validate_settings, or a command module that answered the
+	// settings request.
+	ValidatesSettings bool
 }
 
 // Hooks describes the chain's hooks in order.
 func (c *Chain) Hooks() []HookInfo {
 	out := make([]HookInfo, len(c.hooks))
 	for i, h := range c.hooks {
-		out[i] = HookInfo{Config: h.cfg, SHA256: h.sha256, ABI: h.abi}
+		out[i] = HookInfo{Config: h.cfg, SHA256: h.sha256, ABI: h.abi, ValidatesSettings: h.validates}
 	}
 	return out
 }

@@ -278,7 +278,13 @@ func TestChainConcurrent(t *testing.T) {
 // for it.
 func TestPrewarm(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Name: "tighten", Path: wasmPath(t, "tighten")}
+	// A reactor that checks its settings already has its instance, made
+	// for the check: nothing to prewarm.
+	checked := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "tighten", Path: wasmPath(t, "tighten")}}, Prewarm: true})
+	require.Nil(t, checked.byName["tighten"].warming)
+	require.Len(t, checked.byName["tighten"].idle, 1)
+
+	cfg := Config{Name: "tighten", Path: wasmPath(t, "minimal-reactor")}
 	c := newTestChain(t, ChainOptions{Hooks: []Config{cfg}, Prewarm: true, MaxIdleInstances: 4})
 	h := c.byName["tighten"]
 	select {

@@ -2,8 +2,8 @@ package hooks
 
 import "errors"
 
-// Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad or
-// ErrSHA256Mismatch. A hook's failure during a decision is never returned as
+// Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad,
+// ErrSHA256Mismatch, ErrCacheDir or ErrSettings. A hook's failure during a decision is never returned as
 // an error: it becomes a deny (or an allow, with OnError "allow") whose
 // [TrailEntry.Error] text starts with the message of one of ErrNoABI,
 // ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge, ErrBadDecision
@@ -22,6 +22,11 @@ var (
 	// (unreadable file, not WebAssembly, imports other than
 	// wasi_snapshot_preview1, initial memory above the hook's limit).
 	ErrLoad = errors.New("hooks: cannot load module")
+	// ErrSettings means a hook refused its settings when [NewChain] asked
+	// it (a reactor's paddock_validate_settings, or a command module's
+	// answer to the settings request), or failed while a reactor checked
+	// them; the message names the hook and carries the hook's own message.
+	ErrSettings = errors.New("hooks: settings refused")
 	// ErrSHA256Mismatch means the module's SHA-256 differs from
 	// [Config.SHA256]; the module is refused before it is compiled.
 	ErrSHA256Mismatch = errors.New("hooks: module sha256 mismatch")

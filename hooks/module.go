@@ -56,6 +56,9 @@ type hook struct {
 	modCfg   wazero.ModuleConfig
 	idle     chan *instance // reactor only: idle instances, at most cap(idle)
 	warming  chan struct{}  // closed when prewarm is over; nil without one
+	// validates: a reactor exporting paddock_validate_settings, or a
+	// command module that answered the settings request (set at load).
+	validates bool
 }
 
 // prewarm makes one instance in the background and leaves it idle
@@ -178,6 +181,12 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 		if !sig(decide, []api.ValueType{i32, i32}, []api.ValueType{i64}) {
 			return nil, loadErr("paddock_decide must have type (i32, i32) -> i64")
 		}
+		if v := exports[validateSettingsExport]; v != nil {
+			if !sig(v, []api.ValueType{i32, i32}, []api.ValueType{i64}) {
+				return nil, loadErr("%s must have type (i32, i32) -> i64", validateSettingsExport)
+			}
+			h.validates = true
+		}
 		h.abi = ABIReactor
 		h.idle = make(chan *instance, maxIdle)
 	case start != nil:
@@ -266,13 +275,14 @@ func (h *hook) callCommand(ctx context.Context, req []byte) ([]byte, string, err
 // taken from the pool (or made) at the start of a call, put back after a
 // clean call, closed after any failure.
 type instance struct {
-	mod    api.Module
-	alloc  api.Function
-	decide api.Function
-	stdout *limitWriter // counts stdout against MaxOutputBytes, tees into stderr
-	stderr *headWriter
-	lim    *memLimiter
-	stack  [2]uint64
+	mod      api.Module
+	alloc    api.Function
+	decide   api.Function
+	validate api.Function // nil when the module does not export it
+	stdout   *limitWriter // counts stdout against MaxOutputBytes, tees into stderr
+	stderr   *headWriter
+	lim      *memLimiter
+	stack    [2]uint64
 }
 
 func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*instance, error) {
@@ -289,6 +299,7 @@ func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*ins
 	in.mod = mod
 	in.alloc = mod.ExportedFunction("paddock_alloc")
 	in.decide = mod.ExportedFunction("paddock_decide")
+	in.validate = mod.ExportedFunction(validateSettingsExport)
 	return in, nil
 }
 

@@ -31,8 +31,12 @@
 // in files (`bash script.sh`), interpreters (`python -c`), wrappers it does
 // not know. A deny list is a convenience, not a sandbox: the write fence is.
 //
-// Settings errors (unknown keys, wrong types) exit 1, which paddock treats
-// as a failure: the job is denied (fail closed).
+// It checks its settings when paddock asks at load (a request with
+// "validate_settings": true): unknown keys, wrong types, and a name that
+// is empty or holds a "/" (names are matched against base names) refuse
+// them, and paddock does not start. Should bad settings reach a decision
+// anyway (an older paddock), the hook exits 1, which paddock treats as a
+// failure: the job is denied (fail closed).
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o denylist.wasm ./examples/hooks/denylist
 package main
@@ -48,7 +52,10 @@ import (
 )
 
 type request struct {
-	Hook struct {
+	// ValidateSettings marks the settings check paddock makes once at
+	// load; such a request has no job.
+	ValidateSettings bool `json:"validate_settings"`
+	Hook             struct {
 		Settings json.RawMessage `json:"settings"`
 	} `json:"hook"`
 	Job struct {
@@ -68,18 +75,58 @@ type decision struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
+// settingsAnswer answers the settings check.
+type settingsAnswer struct {
+	Valid   bool   `json:"valid"`
+	Message string `json:"message,omitempty"`
+}
+
 func main() {
 	data, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fail(err)
 	}
-	d, err := decide(data)
+	answer, err := handle(data)
 	if err != nil {
 		fail(err)
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(d); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(answer); err != nil {
 		fail(err)
 	}
+}
+
+// handle answers one request: a settingsAnswer for the settings check, a
+// decision otherwise.
+func handle(data []byte) (any, error) {
+	var req request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	if req.ValidateSettings {
+		if _, err := parseSettings(req.Hook.Settings); err != nil {
+			return settingsAnswer{Message: err.Error()}, nil
+		}
+		return settingsAnswer{Valid: true}, nil
+	}
+	return decide(data)
+}
+
+// parseSettings reads the settings strictly.
+func parseSettings(raw json.RawMessage) (settings, error) {
+	var s settings
+	if len(raw) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return s, fmt.Errorf("settings: %w", err)
+		}
+	}
+	for _, n := range s.Deny {
+		if n == "" || strings.Contains(n, "/") {
+			return s, fmt.Errorf("settings: deny: %q is not a program name: list base names, like \"curl\" (they match /usr/bin/curl too)", n)
+		}
+	}
+	return s, nil
 }
 
 func fail(err error) {
@@ -94,13 +141,9 @@ func decide(data []byte) (decision, error) {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return decision{}, fmt.Errorf("request: %w", err)
 	}
-	var s settings
-	if len(req.Hook.Settings) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(req.Hook.Settings))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&s); err != nil {
-			return decision{}, fmt.Errorf("settings: %w", err)
-		}
+	s, err := parseSettings(req.Hook.Settings)
+	if err != nil {
+		return decision{}, err
 	}
 	w := walker{deny: map[string]bool{}, strict: s.Strict}
 	for _, n := range s.Deny {

@@ -65,3 +65,25 @@ func TestSettingsErrors(t *testing.T) {
 	_, err := decide([]byte(`{"hook":{"settings":{"denny":["curl"]}},"job":{"argv":["curl"]}}`))
 	require.ErrorContains(t, err, "denny")
 }
+
+// TestValidateSettings: the settings check paddock makes at load.
+func TestValidateSettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		settings string
+		msg      string // "" when valid
+	}{
+		{settings: `{"deny":["curl","wget"],"strict":true}`},
+		{settings: `{}`},
+		{settings: `{"denny":["curl"]}`, msg: `unknown field "denny"`},
+		{settings: `{"deny":"curl"}`, msg: "cannot unmarshal string"},
+		{settings: `{"deny":["/usr/bin/curl"]}`, msg: `"/usr/bin/curl" is not a program name`},
+		{settings: `{"deny":[""]}`, msg: `"" is not a program name`},
+	} {
+		out, err := handle([]byte(`{"version":1,"validate_settings":true,"hook":{"name":"d","settings":` + tc.settings + `}}`))
+		require.NoError(t, err)
+		a := out.(settingsAnswer)
+		require.Equal(t, tc.msg == "", a.Valid, tc.settings)
+		require.Contains(t, a.Message, tc.msg, tc.settings)
+	}
+}

@@ -21,3 +21,9 @@ func paddockDecide(ptr, size int32) int64 {
 	out = decide(in[:size])
 	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(out))))<<32 | int64(len(out))
 }
+
+//go:wasmexport paddock_validate_settings
+func paddockValidateSettings(ptr, size int32) int64 {
+	out = validateSettings(in[:size])
+	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(out))))<<32 | int64(len(out))
+}

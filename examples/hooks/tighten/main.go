@@ -16,8 +16,11 @@
 //
 // git_write defaults to [defaultGitWrite]. Only argv[0] is looked at (no
 // wrappers, no shell strings): this is an example of adjusting, the
-// denylist example shows seeing through wrappers. Unknown settings keys
-// deny the job. The exports live in abi_wasip1.go; the JSON reader in
+// denylist example shows seeing through wrappers. It checks its settings
+// when paddock loads it (paddock_validate_settings): unknown keys, values
+// that are not lists of strings, empty names and dry_run names with a "/"
+// refuse them; should bad settings reach a decision anyway, it denies the
+// job. The exports live in abi_wasip1.go; the JSON reader in
 // json.go (encoding/json is too slow for a reactor's budget in Go's wasm).
 //
 // The hot path is written to allocate almost nothing and to loop little,
@@ -60,17 +63,22 @@ func parseSettings(v value) (settings, error) {
 		return s, errors.New("not an object")
 	}
 	for i, k := range v.keys {
+		if k != "dry_run" && k != "git_write" {
+			return s, errors.New("unknown key " + strconv.Quote(k))
+		}
 		list, ok := v.arr[i].strings()
 		if !ok {
 			return s, errors.New(k + ": not a list of strings")
 		}
-		switch k {
-		case "dry_run":
+		for _, name := range list {
+			if name == "" || k == "dry_run" && strings.Contains(name, "/") {
+				return s, errors.New(k + ": " + strconv.Quote(name) + " is not a name (dry_run lists program base names, git_write subcommands)")
+			}
+		}
+		if k == "dry_run" {
 			s.dryRun = list
-		case "git_write":
+		} else {
 			s.gitWrite = list
-		default:
-			return s, errors.New("unknown key " + strconv.Quote(k))
 		}
 	}
 	return s, nil
@@ -200,6 +208,22 @@ func decide(data []byte) []byte {
 }
 
 var allow = []byte(`{"decision":"allow"}`)
+
+// validateSettings answers the settings check paddock makes at load:
+// {"valid":true}, or {"valid":false,"message":"..."}. Not on the hot path:
+// it uses the tree parser.
+func validateSettings(data []byte) []byte {
+	req, err := parseJSON(data)
+	if err == nil {
+		_, err = parseSettings(req.get("hook").get("settings"))
+	}
+	if err == nil {
+		return []byte(`{"valid":true}`)
+	}
+	buf = append(buf[:0], `{"valid":false,"message":`...)
+	buf = appendString(buf, []byte("tighten: settings: "+err.Error()))
+	return append(buf, '}')
+}
 
 func deny(reason string) []byte {
 	buf = append(buf[:0], `{"decision":"deny","reason":`...)

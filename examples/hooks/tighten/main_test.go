@@ -46,6 +46,31 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestValidateSettings: the settings check paddock makes at load.
+func TestValidateSettings(t *testing.T) {
+	for _, tc := range []struct {
+		settings string
+		msg      string // "" when valid
+	}{
+		{settings: `{"dry_run":["rsync"],"git_write":["commit"]}`},
+		{settings: `{}`},
+		{settings: `null`},
+		{settings: `{"colour":"red"}`, msg: `unknown key "colour"`},
+		{settings: `{"dry_run":"rsync"}`, msg: "dry_run: not a list of strings"},
+		{settings: `{"dry_run":["/usr/bin/rsync"]}`, msg: `dry_run: "/usr/bin/rsync" is not a name`},
+		{settings: `{"git_write":[""]}`, msg: `git_write: "" is not a name`},
+	} {
+		var a struct {
+			Valid   bool
+			Message string
+		}
+		out := validateSettings([]byte(`{"version":1,"validate_settings":true,"hook":{"name":"t","settings":` + tc.settings + `}}`))
+		require.NoError(t, json.Unmarshal(out, &a), string(out))
+		require.Equal(t, tc.msg == "", a.Valid, tc.settings)
+		require.Contains(t, a.Message, tc.msg, tc.settings)
+	}
+}
+
 func TestParseJSON(t *testing.T) {
 	for _, in := range []string{`{}`, `[]`, `"a\u00e9\ud83d\ude00\n"`, `{"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`, ` 1 `} {
 		v, err := parseJSON([]byte(in))
