@@ -346,7 +346,7 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		p.add(line, sc.label(), "writable", fmt.Sprintf("extra writable paths need mode = \"workspace_write\", and this job's mode is %q", s.Mode))
 		ok = false
 	}
-	for _, e := range scheduleProblems(&s, own.set.has("overlap") || own.set.has("missed") || own.set.has("missed_grace")) {
+	for _, e := range append(scheduleProblems(&s, own.set.has("overlap") || own.set.has("missed") || own.set.has("missed_grace")), limitProblems(&s)...) {
 		line := line
 		if e.key != "" {
 			if l := p.keyLine(sc.path(e.key)); l > 0 {

@@ -157,7 +157,7 @@ func (e *ValidationError) Unwrap() []error {
 // it enqueues them (Parse's output passes), so that the store never holds a
 // job the runner cannot interpret: names, command, mode, paths, durations,
 // retries, dependencies (none on itself, no cycle), schedule rules, time
-// zones and env names. file names the batch in messages. It returns nil
+// zones, env names and the limits of limits.go. file names the batch in messages. It returns nil
 // or a *ValidationError listing every problem.
 func Validate(file string, specs []Spec) error {
 	var errs []FieldError
@@ -219,7 +219,7 @@ func Validate(file string, specs []Spec) error {
 				bad("after", fmt.Sprintf("invalid dependency %q: expected the name or id of another job", a))
 			}
 		}
-		for _, e := range scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0)) {
+		for _, e := range append(scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0)), limitProblems(s)...) {
 			bad(e.key, e.msg)
 		}
 		if s.Timezone != "" && !zones[s.Timezone] {
