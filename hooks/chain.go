@@ -367,7 +367,7 @@ func (c *Chain) Decide(ctx context.Context, p DecideParams) (Result, error) {
 			j := res.Job.Clone()
 			sbJob = &j
 		}
-		d, newJob, stderr, err := h.decide(ctx, res.Job, sb)
+		d, newJob, stderr, reqLen, err := h.decide(ctx, res.Job, sb)
 		if err == nil && d.Decision == DecisionAdjust && !h.cfg.MayWiden {
 			err = narrowedOnResolvedPaths(res.Job, newJob, c.resolve)
 		}
@@ -376,14 +376,24 @@ func (c *Chain) Decide(ctx context.Context, p DecideParams) (Result, error) {
 		}
 		e.Stderr = stderr
 		e.Enforced = h.cfg.Mode == ModeEnforce
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRequestTooLarge):
+			// Never sent: whatever the hook's mode or on_error, the job
+			// does not pass a hook that could not see it.
+			e.Decision, e.Error, e.Reason, e.Enforced = DecisionDeny, err.Error(), err.Error(), true
+		case err != nil:
 			e.Error = err.Error()
 			e.Reason = err.Error()
 			e.Decision = DecisionDeny
 			if h.cfg.OnError == OnErrorAllow {
-				e.Decision = DecisionAllow
+				if reqLen <= OnErrorAllowMaxRequestBytes {
+					e.Decision = DecisionAllow
+				} else {
+					// The job's own size may be the cause: fail closed.
+					e.Reason = fmt.Sprintf("%s (on_error = %q does not apply: the request is %d bytes, more than %d)", e.Reason, OnErrorAllow, reqLen, OnErrorAllowMaxRequestBytes)
+				}
 			}
-		} else {
+		default:
 			e.Decision, e.Reason = d.Decision, d.Reason
 			if d.Decision == DecisionAdjust {
 				e.Changed = adjustedFields(d.Job)
@@ -411,8 +421,10 @@ func deny(res Result, hook, reason string) Result {
 }
 
 // decide calls h once on job and validates the decision; for an adjust it
-// also returns the adjusted job.
-func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (Decision, Job, string, error) {
+// also returns the adjusted job. reqLen is the request's size in bytes. A
+// request over MaxRequestBytes is not sent: the error wraps
+// ErrRequestTooLarge.
+func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (d Decision, newJob Job, stderr string, reqLen int, err error) {
 	if sb.Argv == nil {
 		sb.Argv = []string{}
 	}
@@ -423,24 +435,25 @@ func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (Decision, J
 		Sandbox: sb,
 	})
 	if err != nil {
-		return Decision{}, Job{}, "", fmt.Errorf("%w: encoding the request: %w", ErrBadDecision, err)
+		return Decision{}, Job{}, "", 0, fmt.Errorf("%w: encoding the request: %w", ErrBadDecision, err)
+	}
+	if len(req) > MaxRequestBytes {
+		return Decision{}, Job{}, "", len(req), fmt.Errorf("%w: the request is %d bytes, more than the %d a hook is sent", ErrRequestTooLarge, len(req), MaxRequestBytes)
 	}
 	out, stderr, err := h.call(ctx, req)
 	if err != nil {
-		return Decision{}, Job{}, stderr, err
+		return Decision{}, Job{}, stderr, len(req), err
 	}
-	d, err := ParseDecision(out)
-	if err != nil {
-		return Decision{}, Job{}, stderr, err
+	if d, err = ParseDecision(out); err != nil {
+		return Decision{}, Job{}, stderr, len(req), err
 	}
 	if d.Decision != DecisionAdjust {
-		return d, job, stderr, nil
+		return d, job, stderr, len(req), nil
 	}
-	newJob, _, err := ApplyAdjustment(job, d.Job, h.cfg.MayWiden)
-	if err != nil {
-		return Decision{}, Job{}, stderr, err
+	if newJob, _, err = ApplyAdjustment(job, d.Job, h.cfg.MayWiden); err != nil {
+		return Decision{}, Job{}, stderr, len(req), err
 	}
-	return d, newJob, stderr, nil
+	return d, newJob, stderr, len(req), nil
 }
 
 // adjustedFields lists the wire names a carries, in wire order.

@@ -324,3 +324,34 @@ func TestNewChainCacheDirUnusable(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, file, pe.Path)
 }
+
+// TestOnErrorAllowNotForLargeRequests: a job cannot make a hook fail by its
+// size and slip through on_error = "allow": past
+// OnErrorAllowMaxRequestBytes a failure denies, and a request past
+// MaxRequestBytes is never sent and denies whatever the mode.
+func TestOnErrorAllowNotForLargeRequests(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(t, ChainOptions{Hooks: []Config{
+		{Name: "flaky", Path: wasmPath(t, "hostile"), OnError: OnErrorAllow},
+	}})
+	job := testJob("exit1")
+	res, _ := decide(t, c, job)
+	require.Equal(t, VerdictAllow, res.Verdict, "a small request: on_error applies")
+
+	job.Labels["pad"] = strings.Repeat("x", OnErrorAllowMaxRequestBytes)
+	res, _ = decide(t, c, job)
+	require.Equal(t, VerdictDeny, res.Verdict)
+	require.Contains(t, res.Trail[0].Error, "exited with status 1")
+	require.Contains(t, res.Reason, `(on_error = "allow" does not apply: the request is `)
+
+	c = newTestChain(t, ChainOptions{Hooks: []Config{
+		{Name: "watch", Path: wasmPath(t, "hostile"), OnError: OnErrorAllow, Mode: ModeMonitor},
+	}})
+	job = testJob("allow")
+	job.Labels["pad"] = strings.Repeat("x", MaxRequestBytes)
+	res, _ = decide(t, c, job)
+	require.Equal(t, VerdictDeny, res.Verdict)
+	require.True(t, res.Trail[0].Enforced)
+	require.True(t, strings.HasPrefix(res.Trail[0].Error, ErrRequestTooLarge.Error()), res.Trail[0].Error)
+	require.Contains(t, res.Reason, "more than the 16777216 a hook is sent")
+}

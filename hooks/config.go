@@ -30,6 +30,17 @@ const (
 	// MaxStderrBytes is how much of a hook's stderr is kept for the trail:
 	// the first 4 KiB. The rest is counted and dropped.
 	MaxStderrBytes = 4 << 10
+	// MaxRequestBytes caps the request sent to a hook: 16 MiB. A job whose
+	// request would be larger is denied without calling the hook, whatever
+	// the hook's mode or on_error ([ErrRequestTooLarge]). Jobs within the
+	// queue's limits stay far below it.
+	MaxRequestBytes = 16 << 20
+	// OnErrorAllowMaxRequestBytes is the largest request for which a
+	// failing hook with OnError "allow" lets the job go on: 64 KiB, thirty
+	// times a typical request. Past it the failure may be the job's own
+	// doing (a request built to exhaust the hook's memory or time), so it
+	// denies.
+	OnErrorAllowMaxRequestBytes = 64 << 10
 	// pageBytes is the WebAssembly page size.
 	pageBytes = 65536
 )
@@ -49,8 +60,9 @@ const (
 	// OnErrorDeny turns a hook failure (trap, timeout, bad output, ...) into
 	// a deny. The default: fail closed.
 	OnErrorDeny = "deny"
-	// OnErrorAllow turns a hook failure into an allow of the job unchanged.
-	// The failure is still recorded in the trail.
+	// OnErrorAllow turns a hook failure into an allow of the job unchanged,
+	// for requests of at most [OnErrorAllowMaxRequestBytes]; a larger
+	// request's failure denies. The failure is still recorded in the trail.
 	OnErrorAllow = "allow"
 )
 

@@ -3,11 +3,12 @@ package hooks
 import "errors"
 
 // Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad,
-// ErrSHA256Mismatch, ErrCacheDir or ErrSettings. A hook's failure during a decision is never returned as
-// an error: it becomes a deny (or an allow, with OnError "allow") whose
-// [TrailEntry.Error] text starts with the message of one of ErrNoABI,
-// ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge, ErrBadDecision
-// or ErrWiden.
+// ErrSHA256Mismatch, ErrCacheDir or ErrSettings. A hook's failure during a
+// decision is never returned as an error: it becomes a deny (or an allow,
+// with OnError "allow") whose [TrailEntry.Error] text starts with the
+// message of one of ErrNoABI,
+// ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge,
+// ErrRequestTooLarge, ErrBadDecision or ErrWiden.
 // [ParseDecision] and [ApplyAdjustment] return errors wrapping ErrBadDecision
 // and ErrWiden, so callers can tell them apart with [errors.Is].
 var (
@@ -49,6 +50,10 @@ var (
 	// ErrOutputTooLarge means the module wrote more than [MaxOutputBytes] of
 	// stdout, or returned a decision longer than that; the call is cut short.
 	ErrOutputTooLarge = errors.New("hooks: output too large")
+	// ErrRequestTooLarge means the job's request would be larger than
+	// [MaxRequestBytes]; it is not sent, and the job is denied whatever
+	// the hook's mode or on_error.
+	ErrRequestTooLarge = errors.New("hooks: request too large")
 	// ErrBadDecision means the output is not exactly one valid decision
 	// (invalid JSON, trailing data, an unknown decision or field, a missing
 	// reason, an invalid adjustment value).
