@@ -172,6 +172,11 @@ type Adjustment struct {
 // adjustableFields are the wire names an adjustment may carry, in order.
 var adjustableFields = []string{"argv", "env", "cwd", "mode", "network", "unix_sockets", "writable", "timeout_s"}
 
+// AdjustableFields returns the wire names of the job fields an adjust may
+// carry, in wire order (argv, env, cwd, mode, network, writable,
+// timeout_s). The slice is a copy.
+func AdjustableFields() []string { return slices.Clone(adjustableFields) }
+
 // ParseDecision parses data as exactly one decision object (surrounding
 // whitespace allowed). It is strict: unknown fields (at the top level and in
 // "job"), null values, trailing data, an unknown decision, a blank reason on

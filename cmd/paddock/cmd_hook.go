@@ -45,11 +45,16 @@ type HookTestOptions struct {
 	MemoryMiB uint64
 	// MayWiden lets an adjustment widen the sandbox.
 	MayWiden bool
-	// Mode, Cwd, Workspace and Network fill the default request's job.
+	// Mode, Cwd, Workspace and Network fill the default request's job (and,
+	// with Cases, each case's job unless the case says otherwise).
 	Mode      string
 	Cwd       string
 	Workspace string
 	Network   bool
+	// Cases is a TOML file of policy cases (see cmd_hook_cases.go): each
+	// is run and checked, and a pass/fail table printed. Defaults to "":
+	// one request, one decision.
+	Cases string
 }
 
 // AddFlags registers the options on cmd.
@@ -65,13 +70,14 @@ func (o *HookTestOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Cwd, "cwd", "", "default request: the job's working directory (default: the current directory)")
 	f.StringVar(&o.Workspace, "workspace", "", "default request: the job's workspace (default: --cwd)")
 	f.BoolVar(&o.Network, "network", true, "default request: the job shares the host network")
+	f.StringVar(&o.Cases, "cases", "", "run the policy cases of a TOML file (a job and the expected decision each) and print a pass/fail table")
 }
 
 func newHookTestCommand(gopts *GlobalOptions) *cobra.Command {
 	var opts HookTestOptions
 	cmd := &cobra.Command{
-		Use:   "test HOOK.wasm [--settings JSON|@FILE] [--request FILE|-] [-- ARGV...]",
-		Short: "Run one hook on one request and print its decision",
+		Use:   "test HOOK.wasm [--settings JSON|@FILE] [--request FILE|-] [-- ARGV...] | test HOOK.wasm --cases FILE",
+		Short: "Run one hook on one request and print its decision, or check its policy cases",
 		Long: `Run one hook on one request, without running anything else, and print
 one JSON object with message_type "hook_decision": the decision, its reason,
 the job as adjusted, the fields changed, the error if the hook failed, its
@@ -81,11 +87,24 @@ The request is read from --request, or built from -- ARGV and the job flags
 (the sandbox section is then empty). Settings come from --settings, else the
 request.
 
-Exit status: 0 allow or adjust, 1 deny (including a failing hook: fail
-closed), 2 usage or load errors (bad flags, a module that does not load).`,
+With --cases FILE, run every case of the TOML file instead (each a job and
+the decision, reason and adjusted fields expected; see
+examples/hooks/README.md, "Policy cases") and print a pass/fail table, or
+with --json one hook_case object per case and a hook_cases summary.
+
+Exit status: 0 allow or adjust (--cases: every case passed), 1 deny,
+including a failing hook: fail closed (--cases: a case failed), 2 usage or
+load errors (bad flags, a module that does not load, settings the hook
+refuses, a cases file that does not parse).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var argv []string
+			if opts.Cases != "" {
+				if len(args) != 1 || opts.Request != "" {
+					return usagef("hook test: --cases takes one HOOK.wasm, and no --request or -- ARGV")
+				}
+				return runHookCases(cmd.Context(), opts, gopts, args[0], cmd.OutOrStdout())
+			}
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				if dash != 1 {
 					return usagef("hook test: give exactly one HOOK.wasm before --")
@@ -124,15 +143,8 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 		return err
 	}
 	if opts.Settings != "" {
-		raw := []byte(opts.Settings)
-		if file, ok := strings.CutPrefix(opts.Settings, "@"); ok {
-			if raw, err = os.ReadFile(file); err != nil {
-				return usagef("--settings: %v", err)
-			}
-		}
-		req.Hook.Settings = nil
-		if err := json.Unmarshal(raw, &req.Hook.Settings); err != nil || req.Hook.Settings == nil {
-			return usagef("--settings: not a JSON object: %s", firstNonNil(err, errors.New("null")))
+		if req.Hook.Settings, err = hookTestSettings(opts.Settings); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -141,48 +153,17 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 	case req.Hook.Name == "":
 		req.Hook.Name = strings.TrimSuffix(filepath.Base(path), ".wasm")
 	}
-	if opts.MemoryMiB == 0 || opts.MemoryMiB > hooks.MaxMemoryBytes>>20 {
-		return usagef("--memory-mib: %d is not between 1 and %d", opts.MemoryMiB, uint64(hooks.MaxMemoryBytes>>20))
-	}
-	if opts.Timeout <= 0 {
-		return usagef("--timeout: %v is not positive", opts.Timeout)
-	}
-
-	cacheDir := ""
-	if gopts.StateDir != "" {
-		cacheDir = (&compose.Install{StateDir: gopts.StateDir}).HookCacheDir()
-		if os.MkdirAll(cacheDir, 0o700) != nil {
-			cacheDir = "" // a cache is an optimisation: run without one
-		}
-	}
 	// The request's sandbox section: as given by --request, else the
-	// confined argv the job would run with now (as the worker computes it;
-	// empty when the job's paths cannot be confined here).
-	sandboxInfo := func(j hooks.Job) (hooks.SandboxInfo, error) {
-		if req.Sandbox.Argv != nil || req.Sandbox.Executable != "" {
-			return req.Sandbox, nil
-		}
-		info, err := runner.SandboxInfo(j)
-		if err != nil {
-			return hooks.SandboxInfo{Grade: info.Grade, Executable: info.Executable, Argv: []string{}}, nil
-		}
-		return info, nil
+	// confined argv the job would run with now.
+	sandboxInfo := hookTestSandbox
+	if req.Sandbox.Argv != nil || req.Sandbox.Executable != "" {
+		sandboxInfo = func(hooks.Job) (hooks.SandboxInfo, error) { return req.Sandbox, nil }
 	}
-	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{
-		CacheDir: cacheDir,
-		Hooks: []hooks.Config{{
-			Name: req.Hook.Name, Path: path, Settings: req.Hook.Settings,
-			Timeout: opts.Timeout, MemoryBytes: opts.MemoryMiB << 20, MayWiden: opts.MayWiden,
-		}},
-		Sandbox: sandboxInfo,
-	})
+	chain, err := newHookTestChain(ctx, opts, gopts, path, req.Hook.Name, req.Hook.Settings, sandboxInfo)
 	if err != nil {
-		return &usageError{err}
+		return err
 	}
 	defer chain.Close(context.WithoutCancel(ctx))
-	if chain.Hooks()[0].ABI == hooks.ABINone {
-		return &usageError{fmt.Errorf("%s: %w", path, hooks.ErrNoABI)}
-	}
 	res, err := chain.Decide(ctx, hooks.DecideParams{Job: req.Job})
 	if err != nil {
 		return err
@@ -206,6 +187,69 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 		return &exitCodeError{code: exitFailure}
 	}
 	return nil
+}
+
+// hookTestSettings reads --settings: a JSON object, or @FILE holding one.
+func hookTestSettings(flag string) (map[string]any, error) {
+	raw := []byte(flag)
+	if file, ok := strings.CutPrefix(flag, "@"); ok {
+		var err error
+		if raw, err = os.ReadFile(file); err != nil {
+			return nil, usagef("--settings: %v", err)
+		}
+	}
+	var settings map[string]any
+	if err := json.Unmarshal(raw, &settings); err != nil || settings == nil {
+		return nil, usagef("--settings: not a JSON object: %s", firstNonNil(err, errors.New("null")))
+	}
+	return settings, nil
+}
+
+// hookTestSandbox is the request's sandbox section for `hook test`: the
+// confined argv the job would run with now, as the worker computes it
+// (empty when the job's paths cannot be confined here).
+func hookTestSandbox(j hooks.Job) (hooks.SandboxInfo, error) {
+	info, err := runner.SandboxInfo(j)
+	if err != nil {
+		return hooks.SandboxInfo{Grade: info.Grade, Executable: info.Executable, Argv: []string{}}, nil
+	}
+	return info, nil
+}
+
+// newHookTestChain checks the limit flags and loads a chain of the one
+// hook at path, with the compilation cache under the state directory when
+// there is one. Every error is a usage error (exit 2): bad flags, a module
+// that does not load or exports neither ABI, settings the hook refuses.
+func newHookTestChain(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions, path, name string, settings map[string]any, sandbox func(hooks.Job) (hooks.SandboxInfo, error)) (*hooks.Chain, error) {
+	if opts.MemoryMiB == 0 || opts.MemoryMiB > hooks.MaxMemoryBytes>>20 {
+		return nil, usagef("--memory-mib: %d is not between 1 and %d", opts.MemoryMiB, uint64(hooks.MaxMemoryBytes>>20))
+	}
+	if opts.Timeout <= 0 {
+		return nil, usagef("--timeout: %v is not positive", opts.Timeout)
+	}
+	cacheDir := ""
+	if gopts.StateDir != "" {
+		cacheDir = (&compose.Install{StateDir: gopts.StateDir}).HookCacheDir()
+		if os.MkdirAll(cacheDir, 0o700) != nil {
+			cacheDir = "" // a cache is an optimisation: run without one
+		}
+	}
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{
+		CacheDir: cacheDir,
+		Hooks: []hooks.Config{{
+			Name: name, Path: path, Settings: settings,
+			Timeout: opts.Timeout, MemoryBytes: opts.MemoryMiB << 20, MayWiden: opts.MayWiden,
+		}},
+		Sandbox: sandbox,
+	})
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	if chain.Hooks()[0].ABI == hooks.ABINone {
+		chain.Close(context.WithoutCancel(ctx))
+		return nil, &usageError{fmt.Errorf("%s: %w", path, hooks.ErrNoABI)}
+	}
+	return chain, nil
 }
 
 // hookTestRequest reads --request, or builds the default request from argv

@@ -16,30 +16,50 @@ import (
 )
 
 var (
-	denylistOnce sync.Once
-	denylistPath string
-	denylistErr  error
+	examplesOnce sync.Once
+	examplesDir  string
+	examplesErr  error
 )
 
-// denylistWasm builds examples/hooks/denylist once per test binary.
-func denylistWasm(t *testing.T) string {
+// exampleHooks are the example hooks and how they are built, as the
+// Makefile builds them.
+var exampleHooks = map[string][]string{
+	"denylist": nil, "minimal": nil,
+	"tighten": {"-buildmode=c-shared"}, "minimal-reactor": {"-buildmode=c-shared"},
+}
+
+// exampleWasm returns examples/hooks/NAME built, building all of them once
+// per test binary.
+func exampleWasm(t *testing.T, name string) string {
 	t.Helper()
-	denylistOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "paddock-cmd-hook-")
-		if err != nil {
-			denylistErr = err
+	examplesOnce.Do(func() {
+		if examplesDir, examplesErr = os.MkdirTemp("", "paddock-cmd-hook-"); examplesErr != nil {
 			return
 		}
-		denylistPath = filepath.Join(dir, "denylist.wasm")
-		cmd := exec.Command("go", "build", "-o", denylistPath, "../../examples/hooks/denylist")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			denylistErr = errors.New(string(out))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for h, args := range exampleHooks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := append(append([]string{"build"}, args...), "-o", filepath.Join(examplesDir, h+".wasm"), "../../examples/hooks/"+h)
+				cmd := exec.Command("go", args...)
+				cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					mu.Lock()
+					examplesErr = errors.New(string(out))
+					mu.Unlock()
+				}
+			}()
 		}
+		wg.Wait()
 	})
-	require.NoError(t, denylistErr)
-	return denylistPath
+	require.NoError(t, examplesErr)
+	return filepath.Join(examplesDir, name+".wasm")
 }
+
+// denylistWasm is exampleWasm(t, "denylist").
+func denylistWasm(t *testing.T) string { return exampleWasm(t, "denylist") }
 
 func hookTest(t *testing.T, opts HookTestOptions, stdin string, args ...string) (map[string]any, error) {
 	t.Helper()

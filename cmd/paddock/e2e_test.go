@@ -28,8 +28,8 @@ func TestMain(m *testing.M) {
 	launch.Dispatch()
 	code := m.Run()
 	e2etest.Cleanup()
-	if denylistPath != "" { // cmd_hook_test.go
-		_ = os.RemoveAll(filepath.Dir(denylistPath))
+	if examplesDir != "" {
+		_ = os.RemoveAll(examplesDir)
 	}
 	os.Exit(code)
 }
