@@ -406,3 +406,23 @@ func KillStrayBwraps(t testing.TB, dir string) {
 		}
 	})
 }
+
+// Wat assembles the WebAssembly text file path (a hand-written hostile
+// hook module, for example) with wat2wasm into the test's temporary
+// directory and returns the module's path. When wat2wasm is missing
+// (`make test` installs Debian's wabt) it skips the test, or fails it
+// under PADDOCK_REQUIRE_BWRAP=1: in CI no hostile-module test is skipped.
+func Wat(tb testing.TB, path string) string {
+	tb.Helper()
+	wat, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			tb.Fatalf("wat2wasm is missing and PADDOCK_REQUIRE_BWRAP=1: install Debian's wabt (make test does)")
+		}
+		tb.Skip("wat2wasm is missing: install Debian's wabt (make test does), or set PADDOCK_REQUIRE_BWRAP=1 to fail instead")
+	}
+	out := filepath.Join(tb.TempDir(), strings.TrimSuffix(filepath.Base(path), ".wat")+".wasm")
+	msg, err := exec.Command(wat, path, "-o", out).CombinedOutput()
+	require.NoError(tb, err, "wat2wasm %s: %s", path, msg)
+	return out
+}
