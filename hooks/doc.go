@@ -34,23 +34,55 @@
 // A module with neither loads (its [HookInfo].ABI is [ABINone], so a caller
 // can warn), but every decision through it fails with [ErrNoABI] and denies
 // the job: one broken hook does not stop a worker, and no job passes it. A
-// module that imports anything but wasi_snapshot_preview1 or whose initial
-// memory is above its limit is refused at load ([ErrLoad]), and so is one
-// whose digest differs from the configured one ([ErrSHA256Mismatch]).
+// module that imports anything but wasi_snapshot_preview1, whose initial
+// memory is above its limit or whose tables start with more than 2^20
+// elements is refused at load ([ErrLoad]), and so is one whose digest
+// differs from the configured one ([ErrSHA256Mismatch]).
+//
+// # Settings
+//
+// [NewChain] asks each hook once to check its settings: a reactor that
+// exports paddock_validate_settings(ptr i32, len i32) -> i64 is called like
+// paddock_decide; a command module gets the same request on stdin. The
+// request is {"version":1,"validate_settings":true,"hook":{"name":...,
+// "settings":{...}}} (no job); the answer {"valid":true} or
+// {"valid":false,"message":"..."}. A refusal stops the load with
+// [ErrSettings], naming the hook. A command module that answers anything
+// else (a decision, a failure) does not check its settings and loads as
+// before; a reactor whose check fails is refused.
 //
 // # Fail closed
 //
-// Every failure of a hook is a deny (unless its on_error is "allow"), with
-// the cause in [TrailEntry.Error]: a trap ([ErrTrap]); running past its
-// timeout ([ErrTimeout]: the module is interrupted, even in an infinite
-// loop); growing memory past its limit ([ErrMemory]); a non-zero exit
+// Every failure of a hook is a deny (unless its on_error is "allow" and the
+// request is at most [OnErrorAllowMaxRequestBytes]: past that the job's own
+// size may be the cause), with the cause in [TrailEntry.Error]: a trap
+// ([ErrTrap]); running past its timeout ([ErrTimeout]: the module is
+// stopped whatever its code, see Deadlines); a memory.grow refused by the
+// limit, whatever the module answers after it ([ErrMemory]); a non-zero exit
 // ([ErrExit]); more than [MaxOutputBytes] of stdout ([ErrOutputTooLarge]: the
 // module is interrupted at the first byte over, nothing more is buffered);
 // output that is not exactly one valid decision, an unknown decision or
 // field, a missing reason ([ErrBadDecision]); an adjustment that empties
 // argv or names a relative or NUL-bearing path ([ErrBadDecision]) or widens
 // the sandbox without may_widen ([ErrWiden]). The chain goes on to the next
-// job normally: a failing instance is thrown away.
+// job normally: a failing instance is thrown away. A request larger than
+// [MaxRequestBytes] is not sent at all: the job is denied whatever the
+// hook's mode or on_error ([ErrRequestTooLarge]).
+//
+// # Deadlines
+//
+// wazero stops a call whose context ended only at loop headers. So that no
+// guest code can run long without reaching one, each module is rewritten
+// once at load (meter.go): a budget is charged at every function entry
+// and after every call (by the function's instruction count) and before
+// memory.copy and memory.fill (by length); when it is spent, and after
+// every call to the host, an empty loop runs, whose header is wazero's
+// check. Between two checks a guest runs about a millisecond of work at
+// most, whatever its code: loops, recursion, long call chains, bulk
+// instructions, sleeps. A decision past its timeout ends with [ErrTimeout]
+// within a few milliseconds; the instance is thrown away. The rewrite adds
+// no import and moves no index, and a module it cannot decode (a feature
+// paddock does not enable) is refused at load.
 //
 // # What a hook gets
 //
@@ -64,8 +96,11 @@
 //     into slices of at most 1 ms so that a sleeping hook stays
 //     interruptible, and it still cannot outlive its timeout;
 //   - random bytes from crypto/rand through random_get;
-//   - linear memory up to [Config.MemoryBytes] (default 64 MiB), time up to
-//     [Config.Timeout] (default 1 s) per call.
+//   - linear memory up to [Config.MemoryBytes] (default 64 MiB), reserved
+//     as address space and mapped in as it grows (growing copies nothing;
+//     only the pages touched are resident); tables of at most 2^20
+//     elements in all (8 MiB of host memory; a table.grow past that
+//     returns -1); time up to [Config.Timeout] (default 1 s) per call.
 //
 // # Chain
 //
@@ -88,11 +123,13 @@
 //
 // # Performance
 //
-// WithCloseOnContextDone makes wazero call a check at every loop iteration
-// and function entry of the guest, so that a timeout can interrupt it. For
-// Go-built modules, whose code is full of both, that costs about four times
-// (tighten: 12 µs a decision without it, 53 µs with it, measured side by
-// side); paddock pays it because a hook without it cannot be stopped. Go
+// WithCloseOnContextDone makes wazero call a check (an exit to Go) at every
+// loop iteration of the guest, so that a timeout can interrupt it. For
+// Go-built modules, whose code is full of loops, that costs about four
+// times (tighten: 12 µs a decision without it, 53 µs with it, measured side
+// by side); paddock pays it because a hook without it cannot be stopped.
+// The deadline rewrite adds a few instructions per call and changes the
+// reactor decisions below by less than the noise of the machine. Go
 // compiled to wasm is also slow at allocation and reflection:
 // encoding/json in a reactor costs about 200 µs a decision. The tighten
 // example shows a reactor near 50 µs.
