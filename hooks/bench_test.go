@@ -126,3 +126,22 @@ func BenchmarkStart(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e6/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkMemoryGrowth decides with testdata/wat/grow-touch, a command
+// hook that grows its memory to 64 MiB in 1 MiB steps and touches every
+// page, and reports how far the process's peak resident set rose during
+// the first decision (peak-rss-MiB; about 64 when growth costs no more
+// than the memory grown) and the decision's time.
+func BenchmarkMemoryGrowth(b *testing.B) {
+	c := newTestChain(b, ChainOptions{Hooks: []Config{{Name: "grow", Path: wasmPath(b, "wat/grow-touch"), MemoryBytes: 64 << 20}}})
+	var res Result
+	growth := peakRSSGrowthMiB(func() { res, _ = decide(b, c, testJob("")) })
+	require.Equal(b, VerdictAllow, res.Verdict, res.Reason)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res, _ = decide(b, c, testJob("")); res.Verdict != VerdictAllow {
+			b.Fatal(res.Reason)
+		}
+	}
+	b.ReportMetric(growth, "peak-rss-MiB")
+}
