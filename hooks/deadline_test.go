@@ -101,3 +101,16 @@ func TestDeadlineInterruptsParentCancel(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// TestFreshMemoryEachCall: a command hook gets a fresh, zeroed memory on
+// every call, although paddock reuses the mappings of closed instances:
+// nothing one decision wrote is seen by the next, in the initial memory,
+// in memory grown, or past what a pooled mapping keeps resident.
+func TestFreshMemoryEachCall(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "leftover", Path: wasmPath(t, "wat/leftover-command"), MemoryBytes: 32 << 20}}})
+	for range 4 {
+		res, _ := decide(t, c, testJob(""))
+		require.Equal(t, VerdictAllow, res.Verdict, res.Reason)
+	}
+}

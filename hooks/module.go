@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -19,7 +18,6 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
-	"golang.org/x/sys/unix"
 )
 
 // ABI names (TrailEntry has no ABI field; these appear in load errors and
@@ -59,6 +57,7 @@ type hook struct {
 	// validates: a reactor exporting paddock_validate_settings, or a
 	// command module that answered the settings request (set at load).
 	validates bool
+	mappings  *mappingPool // linear memories of closed instances, for the next ones
 }
 
 // prewarm makes one instance in the background and leaves it idle
@@ -169,7 +168,7 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 		return nil, loadErr("imports a memory; hooks must define their own")
 	}
 
-	h := &hook{cfg: cfg, sha256: digest, rt: rt, compiled: compiled, settings: settings}
+	h := &hook{cfg: cfg, sha256: digest, rt: rt, compiled: compiled, settings: settings, mappings: newMappingPool(cfg.MemoryBytes, maxIdle)}
 	exports := compiled.ExportedFunctions()
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	alloc, decide, start := exports["paddock_alloc"], exports["paddock_decide"], exports["_start"]
@@ -238,7 +237,9 @@ func (h *hook) close(ctx context.Context) error {
 			break
 		}
 	}
-	return h.rt.Close(ctx)
+	err := h.rt.Close(ctx)
+	h.mappings.close()
+	return err
 }
 
 // call runs the module once on req and returns its raw decision bytes, the
@@ -259,7 +260,7 @@ func (h *hook) callCommand(ctx context.Context, req []byte) ([]byte, string, err
 	defer cancel()
 	stdout := &limitWriter{limit: MaxOutputBytes, cancel: cancel}
 	stderr := &headWriter{limit: MaxStderrBytes}
-	lim := &memLimiter{limitBytes: h.cfg.MemoryBytes}
+	lim := &memLimiter{limitBytes: h.cfg.MemoryBytes, pool: h.mappings}
 	cfg := h.modCfg.WithStdin(bytes.NewReader(req)).WithStdout(stdout).WithStderr(stderr)
 	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(callCtx, lim), h.compiled, cfg)
 	if mod != nil {
@@ -286,7 +287,7 @@ type instance struct {
 }
 
 func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*instance, error) {
-	in := &instance{stderr: &headWriter{limit: MaxStderrBytes}, lim: &memLimiter{limitBytes: h.cfg.MemoryBytes}}
+	in := &instance{stderr: &headWriter{limit: MaxStderrBytes}, lim: &memLimiter{limitBytes: h.cfg.MemoryBytes, pool: h.mappings}}
 	in.stdout = &limitWriter{limit: MaxOutputBytes, tee: in.stderr, discard: true, cancel: cancel}
 	cfg := h.modCfg.WithStdout(in.stdout).WithStderr(in.stderr)
 	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, in.lim), h.compiled, cfg)
@@ -466,64 +467,6 @@ func (w *headWriter) String() string {
 		return fmt.Sprintf("%s\n[%d more bytes dropped]", w.buf, w.dropped)
 	}
 	return string(w.buf)
-}
-
-// memLimiter is the memory allocator of one instance: it backs the linear
-// memory with its own mapping and refuses (recording hit) any growth past
-// limitBytes. Used by the one goroutine running the instance; hit may be
-// read by any.
-type memLimiter struct {
-	limitBytes uint64
-	hit        atomic.Bool
-}
-
-// Allocate implements experimental.MemoryAllocator.
-func (l *memLimiter) Allocate(_, _ uint64) experimental.LinearMemory {
-	return &linearMemory{l: l}
-}
-
-// linearMemory is one instance's linear memory: limitBytes of address
-// space reserved at the first allocation (PROT_NONE, so nothing is
-// committed) and made readable and writable as the memory grows. It never
-// moves, so growing copies nothing, and only the pages the guest touches
-// are resident: growing by N bytes costs at most N bytes of memory. The
-// mapping is released by Free, when wazero closes the instance.
-type linearMemory struct {
-	l    *memLimiter
-	mem  []byte // the whole reservation, limitBytes long
-	size uint64 // bytes readable and writable, from the start
-}
-
-// Reallocate implements experimental.LinearMemory: it returns the first
-// size bytes, or nil (the grow fails) past the limit or when the kernel
-// refuses the mapping.
-func (m *linearMemory) Reallocate(size uint64) []byte {
-	if size > m.l.limitBytes {
-		m.l.hit.Store(true)
-		return nil
-	}
-	if m.mem == nil {
-		mem, err := unix.Mmap(-1, 0, int(max(m.l.limitBytes, pageBytes)), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-		if err != nil {
-			return nil
-		}
-		m.mem = mem
-	}
-	if size > m.size {
-		if err := unix.Mprotect(m.mem[m.size:size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
-			return nil
-		}
-		m.size = size
-	}
-	return m.mem[:size:size]
-}
-
-// Free implements experimental.LinearMemory.
-func (m *linearMemory) Free() {
-	if m.mem != nil {
-		_ = unix.Munmap(m.mem)
-		m.mem, m.size = nil, 0
-	}
 }
 
 // sizeText writes a byte count in MiB when it is a whole number of them.
