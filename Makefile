@@ -19,7 +19,7 @@ all: build hooks
 # paddock is built static (CGO_ENABLED=0): it uses no C library (the
 # SQLite driver is pure Go), and without the dynamic loader every paddock
 # process starts ~4 ms sooner (16 against 20 ms for `paddock --help`,
-# median of 30, on the 2-core machine of the README's Performance table).
+# median of 30, on the 2-core machine of docs/performance.md).
 # -buildvcs=auto stamps the commit into the binary (paddock version) when
 # git can tell it, whatever GOFLAGS says.
 build:
@@ -94,7 +94,7 @@ demo: bwrap build hooks
 	./examples/demo.sh
 
 # bench measures paddock side by side with xargs -P, GNU parallel and tsp
-# (see README.md, "Performance"). BENCH_FLAGS passes flags, e.g.
+# (see docs/performance.md). BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS="--runs 3 --scenarios throughput" or "--json".
 bench: bwrap build hooks
 	$(GO) build -o $(BIN)/paddock-bench ./cmd/paddock-bench

@@ -137,7 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SHA256 != "" {
 		b, err := hex.DecodeString(c.SHA256)
 		if err != nil || len(b) != 32 {
-			return bad("sha256", "%q is not 64 hex digits", c.SHA256)
+			return bad("sha256", "%q is not 64 hex digits (a placeholder? `sha256sum %s` gives the module's)", c.SHA256, c.Path)
 		}
 		c.SHA256 = strings.ToLower(c.SHA256)
 	}

@@ -313,7 +313,7 @@ func (p Policy) Judge(a Ask) *RefusedError {
 	modes := sandbox.Modes()
 	if slices.Index(modes, a.Mode) > slices.Index(modes, maxMode) {
 		return &RefusedError{Key: "mode", Ceiling: CeilingMaxMode,
-			Msg: fmt.Sprintf("the job asks for %q; the policy allows at most %q", a.Mode, maxMode)}
+			Msg: fmt.Sprintf("the job's mode is %q (its own mode key, or the config's default_mode when it sets none); the policy allows at most %q: set mode = %q", a.Mode, maxMode, maxMode)}
 	}
 	if a.Network && a.Mode.Confined() && !p.AllowNetwork {
 		return &RefusedError{Key: "network", Ceiling: CeilingNetwork,

@@ -96,6 +96,10 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	defer os.RemoveAll(placeholder)
 	ex := a.Executor(chain, sandbox.ProbeReport{}, nil)
 	out := cmd.OutOrStdout()
+	if len(chain.Hooks()) == 0 {
+		// An allow from no hooks is not an allow from the hooks.
+		fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)")
+	}
 	denied := 0
 	for i, spec := range files[0].specs {
 		job := queue.Job{ID: fmt.Sprintf("check-%d", i+1), Name: spec.Name, Spec: spec}

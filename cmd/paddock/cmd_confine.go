@@ -97,7 +97,7 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Mode, "mode", string(sandbox.ModeWorkspaceWrite), "sandbox mode: read_only, workspace_write or danger_full_access")
 	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory, bound and made the working directory (symlinks resolved)")
-	f.BoolVar(&opts.Network, "network", true, "share the host network (--network=false isolates it)")
+	f.BoolVar(&opts.Network, "network", false, "share the host network, as a job with network = true under a policy that allows it (default: isolated, as jobs are)")
 	f.StringArrayVar(&opts.Writable, "writable", nil, "an extra writable root (repeatable; workspace_write only)")
 	f.BoolVar(&opts.UnixSockets, "unix-sockets", false, "let the command create Unix sockets (a job's unix_sockets = true)")
 	f.StringVar(&opts.SeccompFile, "seccomp-file", "", "write the seccomp program (descriptor 4 of the argv) to this file")

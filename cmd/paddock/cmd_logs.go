@@ -107,6 +107,12 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 			}
 		}
 		if !opts.Follow || final {
+			if ok && f == nil && !opts.Stderr && stderrPath != "" {
+				// Nothing on stdout: say where the job's words went.
+				if fi, err := os.Stat(stderrPath); err == nil && fi.Size() > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "paddock: job %s attempt %d wrote nothing on stdout; its stderr has %d bytes: paddock logs --stderr %s\n", j.ID, at.Number, fi.Size(), ref)
+				}
+			}
 			if ok && f == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
 				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d never ran (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
 			}
