@@ -68,6 +68,11 @@ const (
 	// linear memory limit): 2^20, 8 MiB. A module whose tables start
 	// larger is refused; a table.grow past the cap returns -1 to the guest.
 	maxTableElements = 1 << 20
+	// maxGlobals caps a module's globals, imported and defined: wazero
+	// keeps each instance's globals in host memory, outside the linear
+	// memory limit (a million of them cost about 70 MB an instance).
+	// A Go-built module has a handful.
+	maxGlobals = 1 << 16
 )
 
 // wasmHeader is the magic number and version 1 of the binary format.
@@ -175,6 +180,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		case secGlobal:
 			n := r.u32()
 			m.budget += n
+			if m.budget > maxGlobals {
+				r.fail("%d globals, more than %d", m.budget, maxGlobals)
+			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.byte() // type
 				r.byte() // mutability
@@ -453,6 +461,16 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 		fb.count++
 		depth += ins.depth
 		m.noteRef(ins)
+		// The rewrite adds a global (the budget) after the module's own
+		// and a local after the function's: an original that names either
+		// is invalid, and must not become valid, and reset the budget, by
+		// being rewritten.
+		switch {
+		case ins.kind == insLocal && uint64(ins.index) >= fb.locals:
+			return fb, fmt.Errorf("offset %d: local %d of %d", start, ins.index, fb.locals)
+		case ins.kind == insGlobal && ins.index >= m.budget:
+			return fb, fmt.Errorf("offset %d: global %d of %d", start, ins.index, m.budget)
+		}
 		switch ins.kind {
 		case insCall, insCallIndirect:
 			fb.points = append(fb.points, point{int32(r.pos), uint8(ins.kind), ins.index})
@@ -566,15 +584,17 @@ const (
 	insCall         // call: a checkpoint follows it
 	insCallIndirect // call_indirect: a checkpoint follows it
 	insRefFunc      // ref.func
-	insBulk         // memory.copy or memory.fill: charged by its length
+	insBulk         // memory.copy, memory.fill, memory.init, table.copy, table.init, table.fill: charged by its length
 	insGrow         // memory.grow: probed against the limit
+	insLocal        // local.get, local.set, local.tee: index checked
+	insGlobal       // global.get, global.set: index checked
 )
 
 // instruction is what meter needs of one decoded instruction.
 type instruction struct {
 	kind  int
 	depth int    // +1 block, loop, if; -1 end
-	index uint32 // the function of a call or ref.func
+	index uint32 // the function of a call or ref.func; the local or global
 }
 
 // Immediate shapes of the one-byte opcodes, for decodeInstruction.
@@ -647,7 +667,13 @@ func decodeInstruction(r *wreader) instruction {
 	case immEnd:
 		return instruction{depth: -1}
 	case immU32:
-		r.u32()
+		n := r.u32()
+		switch {
+		case op >= 0x20 && op <= 0x22:
+			return instruction{kind: insLocal, index: n}
+		case op == 0x23 || op == 0x24:
+			return instruction{kind: insGlobal, index: n}
+		}
 	case immU32x2:
 		r.u32()
 		r.u32()
@@ -685,7 +711,11 @@ func decodeInstruction(r *wreader) instruction {
 		case sub == 8: // memory.init
 			r.u32()
 			r.u32()
-		case sub == 9, sub == 13, sub == 15, sub == 16, sub == 17: // data.drop, elem.drop, table.grow/size/fill
+			return instruction{kind: insBulk}
+		case sub == 17: // table.fill
+			r.u32()
+			return instruction{kind: insBulk}
+		case sub == 9, sub == 13, sub == 15, sub == 16: // data.drop, elem.drop, table.grow/size
 			r.u32()
 		case sub == 10: // memory.copy
 			r.u32()
@@ -697,6 +727,7 @@ func decodeInstruction(r *wreader) instruction {
 		case sub == 12, sub == 14: // table.init, table.copy
 			r.u32()
 			r.u32()
+			return instruction{kind: insBulk}
 		default:
 			r.fail("unknown instruction 0xfc %d", sub)
 		}

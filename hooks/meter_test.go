@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
@@ -144,4 +145,44 @@ func FuzzMeter(f *testing.F) {
 		require.NoError(t, err)
 		_ = c.Close(ctx)
 	})
+}
+
+// TestMeterRefusesTheBudgetsIndices: an original that names a global or
+// a local past its own (invalid as it is) would name the budget or the
+// scratch local once rewritten, and could reset the budget so that no
+// deadline check ever runs: meter refuses it, and the hook fails to load.
+func TestMeterRefusesTheBudgetsIndices(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		// i32.const 0x7fffffff; global.set 0 (the module has no globals)
+		{"global", []byte{0x41, 0xff, 0xff, 0xff, 0xff, 0x07, 0x24, 0x00}, "global 0 of 0"},
+		// local.get 0; drop (the function has no params or locals)
+		{"local", []byte{0x20, 0x00, 0x1a}, "local 0 of 0"},
+	} {
+		wasm := handmadeReactor(c.body)
+		_, err := meter(wasm, 16)
+		require.ErrorIs(t, err, errMeter, c.name)
+		require.Contains(t, err.Error(), c.want, c.name)
+		path := t.TempDir() + "/" + c.name + ".wasm"
+		require.NoError(t, os.WriteFile(path, wasm, 0o644))
+		_, err = NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: c.name, Path: path}}})
+		require.ErrorIs(t, err, ErrLoad, c.name)
+	}
+}
+
+// TestSettingsCheckThatTimesOutRefuses: a command module whose settings
+// check runs out of time has not said whether it checks its settings: the
+// hook is refused at load, not loaded as one that does not check.
+func TestSettingsCheckThatTimesOutRefuses(t *testing.T) {
+	t.Parallel()
+	_, err := NewChain(context.Background(), ChainOptions{Hooks: []Config{{
+		Name: "slow", Path: wasmPath(t, "hostile"), Timeout: 200 * time.Millisecond,
+		Settings: map[string]any{"do": "sleep"},
+	}}})
+	require.ErrorIs(t, err, ErrSettings)
+	require.Contains(t, err.Error(), "the settings check did not finish")
 }

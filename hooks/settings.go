@@ -112,7 +112,12 @@ func (h *hook) checkSettings(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return fmt.Errorf("hooks: interrupted: %w", ctx.Err())
 			}
-			return nil // does not check its settings
+			if errors.Is(err, ErrTimeout) || errors.Is(err, ErrMemory) {
+				// A module that ran out of time or memory has not said
+				// whether it checks: fail closed, not as "does not check".
+				return refused("the settings check did not finish: %v", err)
+			}
+			return nil // exited or trapped: does not check its settings
 		}
 		a, isAnswer, err := parseSettingsAnswer(out)
 		if !isAnswer {
