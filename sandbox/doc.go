@@ -67,9 +67,10 @@
 //	<kernel paths under /sys>
 //
 // The kernel paths ([KernelPaths], those of runc's and Docker's lists that
-// exist on the host, found by the probe) follow: /proc/sys,
-// /proc/sysrq-trigger, /proc/bus, /proc/fs and /proc/irq are bound
-// read-only over themselves (--ro-bind P P); /proc/kcore, /proc/keys,
+// exist on the host, found by the probe) follow: /proc/sys and /proc/fs
+// are bound read-only over themselves (--ro-bind P P; bwrap's --proc
+// covers /proc/sysrq-trigger, /proc/bus and /proc/irq itself whenever the
+// sandbox's root could write them); /proc/kcore, /proc/keys,
 // /proc/timer_list, /proc/timer_stats, /proc/sched_debug,
 // /proc/latency_stats and /proc/interrupts are covered with /dev/null
 // (--ro-bind /dev/null P, nodev: opening them fails); /proc/acpi,
