@@ -20,6 +20,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// unavailable ends a test that cannot run here (a kernel feature, a host
+// shape it needs is missing): it skips, or fails under
+// PADDOCK_REQUIRE_BWRAP=1 (CI), where nothing may be skipped.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+		t.Fatalf("%s, and PADDOCK_REQUIRE_BWRAP=1", msg)
+	}
+	t.Skipf("%s (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", msg)
+}
+
 // requireBwrap probes the host and returns the report, or skips the test
 // when bwrap is unusable; under PADDOCK_REQUIRE_BWRAP=1 (CI) it fails
 // instead, because a skipped security test is a hole.

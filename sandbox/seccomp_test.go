@@ -157,7 +157,7 @@ func TestSeccompTable(t *testing.T) {
 	t.Parallel()
 	a, ok := seccompArchs[runtime.GOARCH]
 	if !ok {
-		t.Skipf("no seccomp table for %s", runtime.GOARCH)
+		unavailable(t, "no seccomp table for %s", runtime.GOARCH)
 	}
 	want := map[string]uint32{
 		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "clone": unix.SYS_CLONE, "syslog": unix.SYS_SYSLOG,

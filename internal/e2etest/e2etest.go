@@ -84,6 +84,18 @@ func Cleanup() {
 	}
 }
 
+// Unavailable ends a test that cannot run here (a tool, a kernel feature
+// or a host shape it needs is missing): it skips, or fails under
+// PADDOCK_REQUIRE_BWRAP=1 (CI), where nothing may be skipped.
+func Unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+		tb.Fatalf("%s, and PADDOCK_REQUIRE_BWRAP=1", msg)
+	}
+	tb.Skipf("%s (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", msg)
+}
+
 // RequireBwrap probes the host and returns the report. When bwrap is
 // unusable it skips the test, or fails it under PADDOCK_REQUIRE_BWRAP=1.
 func RequireBwrap(tb testing.TB) sandbox.ProbeReport {

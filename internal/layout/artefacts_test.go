@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/internal/e2etest"
 )
 
 // TestNoTrackedArtefacts: no built artefact is tracked: no executable
@@ -21,7 +23,7 @@ func TestNoTrackedArtefacts(t *testing.T) {
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	if err != nil {
-		t.Skipf("not a git checkout (git ls-files: %v)", err)
+		e2etest.Unavailable(t, "not a git checkout (git ls-files: %v)", err)
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
 		f, err := os.Open(filepath.Join("../..", name))

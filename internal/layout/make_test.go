@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/internal/e2etest"
 )
 
 // TestMakeBwrapNeverFails: `make bwrap` never fails the build by itself
@@ -17,7 +19,7 @@ func TestMakeBwrapNeverFails(t *testing.T) {
 	t.Parallel()
 	mk, err := exec.LookPath("make")
 	if err != nil {
-		t.Skip("make is not installed")
+		e2etest.Unavailable(t, "make is not installed")
 	}
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "apt-get"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
