@@ -222,13 +222,17 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeDenied, r.Error())
 	}
 
-	policy, err := fence.policy(final)
-	if err != nil {
-		return finish(queue.OutcomeRunnerFailed, err.Error())
+	// Without an enforced adjustment the job is the one already checked
+	// and pinned: its policy is reused.
+	policy := pol
+	if slices.ContainsFunc(res.Trail, func(e hooks.TrailEntry) bool { return e.Enforced && e.Decision == hooks.DecisionAdjust }) {
+		if policy, err = fence.policy(final); err != nil {
+			return finish(queue.OutcomeRunnerFailed, err.Error())
+		}
 	}
 	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() {
 		// The roots as submitted stay open until the new ones are judged
-		// against them (judgePinned).
+		// against them (judgeNarrowing).
 		before := pins
 		defer before.Close()
 		if pins, err = fence.Pin(policy, job.ID); err != nil {
@@ -238,9 +242,9 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 			return finish(queue.OutcomeDenied, r)
 		}
 	}
-	// The ceilings and the hooks' narrowing were judged on paths; judge
-	// them again on the directories pinned for bwrap, which no symlink
-	// flipped since can change.
+	// workspace_roots was judged on paths; judge it again on the
+	// directories pinned for bwrap, which no symlink flipped since can
+	// change.
 	if r := e.judgePinned(policy, pins, final, job); r != "" {
 		return finish(queue.OutcomeDenied, r)
 	}

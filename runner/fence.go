@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,14 +49,12 @@ type Fence struct {
 	config    []string // the config files among protected: they can move (--config)
 	protected []string // absolute as given and canonical as far as they exist
 	hidden    []string // absolute as given and canonical
-	// hiddenFiles are files made unreadable (sandbox.PolicyParams.
-	// HideFiles), those that exist when a job starts.
-	hiddenFiles []string
 	// hidePatterns are absolute glob patterns (filepath.Match) of what is
 	// hidden, expanded again whenever the fence reads the file system (at
 	// most once a second): a secret created after the worker started is
 	// hidden from the next jobs too. A match that is a directory is hidden
-	// like hidden, a file like hiddenFiles.
+	// like hidden, a file is made unreadable (sandbox.PolicyParams.
+	// HideFiles).
 	hidePatterns []string
 	cache        *fenceCache
 }
@@ -101,40 +100,35 @@ func (f Fence) state() *fenceState {
 }
 
 func (f Fence) readState() *fenceState {
-	st := &fenceState{protected: f.protectedAncestors(), hidden: f.hiddenNow(), hiddenIDs: map[fileID]string{}}
-	for _, h := range f.hidden {
-		if id, ok := statPathID(h); ok {
-			st.hiddenIDs[id] = h
+	st := &fenceState{protected: f.protectedAncestors(), hiddenIDs: map[fileID]string{}}
+	// add records path (as named) when it exists: a directory is hidden
+	// behind a tmpfs, and a file made unreadable when fileToo.
+	add := func(path string, fileToo bool) {
+		c, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return
+		}
+		fi, err := os.Stat(c)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			if !slices.Contains(st.hidden, c) {
+				st.hidden = append(st.hidden, c)
+			}
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+				st.hiddenIDs[fileID{uint64(sys.Dev), sys.Ino}] = path
+			}
+		case fileToo && !slices.Contains(st.hiddenFiles, c):
+			st.hiddenFiles = append(st.hiddenFiles, c)
 		}
 	}
-	for _, h := range f.hiddenFiles {
-		if fi, err := os.Stat(h); err == nil && !fi.IsDir() && !slices.Contains(st.hiddenFiles, h) {
-			st.hiddenFiles = append(st.hiddenFiles, h)
-		}
+	for _, h := range f.hidden {
+		add(h, false)
 	}
 	for _, pat := range f.hidePatterns {
-		matches, err := filepath.Glob(pat)
-		if err != nil {
-			continue
-		}
+		matches, _ := filepath.Glob(pat) // only ErrBadPattern: matches nothing
 		for _, m := range matches {
-			c, err := filepath.EvalSymlinks(m)
-			if err != nil {
-				continue
-			}
-			fi, err := os.Stat(c)
-			switch {
-			case err != nil:
-			case fi.IsDir():
-				if !slices.Contains(st.hidden, c) {
-					st.hidden = append(st.hidden, c)
-				}
-				if id, ok := statPathID(c); ok {
-					st.hiddenIDs[id] = m
-				}
-			case !slices.Contains(st.hiddenFiles, c):
-				st.hiddenFiles = append(st.hiddenFiles, c)
-			}
+			add(m, true)
 		}
 	}
 	return st
@@ -167,14 +161,6 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 func (f Fence) WithHidden(dirs ...string) Fence {
 	f.protected = addPaths(slices.Clone(f.protected), dirs...)
 	f.hidden = addPaths(slices.Clone(f.hidden), dirs...)
-	f.cache = &fenceCache{}
-	return f
-}
-
-// WithHiddenFiles returns a copy of f that also makes files unreadable
-// by jobs, those of them that exist as files when a job starts.
-func (f Fence) WithHiddenFiles(files ...string) Fence {
-	f.hiddenFiles = addPaths(slices.Clone(f.hiddenFiles), files...)
 	f.cache = &fenceCache{}
 	return f
 }
@@ -259,21 +245,6 @@ func canonicalPrefix(path string) string {
 // file system at most once a second (fenceCacheTTL).
 func (f Fence) HiddenNow() []string {
 	return slices.Clone(f.state().hidden)
-}
-
-func (f Fence) hiddenNow() []string {
-	var out []string
-	for _, h := range f.hidden {
-		c, err := filepath.EvalSymlinks(h)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(c); err != nil || !fi.IsDir() || slices.Contains(out, c) {
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // fileID is a file's identity: device and inode.
@@ -380,9 +351,9 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 				return fmt.Errorf("runner: %s %s, which jobs cannot see: a job may use only its own default workspace there (%s)", root, where, own)
 			}
 			if isHidden {
-				return fmt.Errorf("runner: %s is hidden from every job by paddock (one of its own directories)", root)
+				return fmt.Errorf("runner: %s is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root)
 			}
-			return fmt.Errorf("runner: %s is inside %s, which paddock hides from every job (one of its own directories)", root, inHidden)
+			return fmt.Errorf("runner: %s is inside %s, which is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root, inHidden)
 		}
 		if p, ok := protected[rootID]; ok {
 			return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, p, f.advice(p))

@@ -357,10 +357,8 @@ func underAny(path string, roots []string) bool {
 }
 
 func canonicalOrClean(p string) string {
-	if c, err := filepath.EvalSymlinks(p); err == nil {
-		if a, err := filepath.Abs(c); err == nil {
-			return a
-		}
+	if c, err := sandbox.Canonical(p); err == nil {
+		return c
 	}
 	a, _ := filepath.Abs(p)
 	return filepath.Clean(a)

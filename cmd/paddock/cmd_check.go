@@ -101,6 +101,17 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)")
 	}
 	denied := 0
+	// emit prints one job's result and counts it when it fails.
+	emit := func(r checkResult, failed bool) {
+		if failed {
+			denied++
+		}
+		if gopts.JSON {
+			writeJSON(out, r)
+			return
+		}
+		printCheck(out, r)
+	}
 	for i, spec := range files[0].specs {
 		job := queue.Job{ID: fmt.Sprintf("check-%d", i+1), Name: spec.Name, Spec: spec}
 		ws := spec.Workspace
@@ -116,12 +127,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			refused.File, refused.Line, refused.Job = files[0].name, jobspec.KeyLines(files[0].data)(spec.Line, refused.Key), spec.Name
 			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: verdictRefusedByPolicy, Reason: refused.Error(),
 				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
-			denied++
-			if gopts.JSON {
-				writeJSON(out, r)
-			} else {
-				printCheck(out, r)
-			}
+			emit(r, true)
 			continue
 		}
 		if err := a.Fence().CheckJob(hj); err != nil {
@@ -129,12 +135,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			// reaches the hooks.
 			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
 				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
-			denied++
-			if gopts.JSON {
-				writeJSON(out, r)
-			} else {
-				printCheck(out, r)
-			}
+			emit(r, true)
 			continue
 		}
 		res, err := chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: spec.Hooks})
@@ -154,12 +155,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			if refused := a.Policy.Judge(ask); refused != nil {
 				refused.Job = spec.Name
 				r.Verdict, r.Reason = verdictRefusedByPolicy, refused.Error()+" (after the hooks' adjustments)"
-				denied++
-				if gopts.JSON {
-					writeJSON(out, r)
-				} else {
-					printCheck(out, r)
-				}
+				emit(r, true)
 				continue
 			}
 			info, err := a.Fence().SandboxInfo(res.Job)
@@ -171,17 +167,10 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 				// attempt would fail before the command runs.
 				r.Error = err.Error()
 				r.Verdict = "cannot_run"
-				denied++
 			}
 			r.ConfinedArgv = info.Argv
-		} else {
-			denied++
 		}
-		if gopts.JSON {
-			writeJSON(out, r)
-			continue
-		}
-		printCheck(out, r)
+		emit(r, r.Verdict != string(hooks.VerdictAllow))
 	}
 	if denied > 0 {
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d of %d job(s) would be denied or could not run", denied, len(files[0].specs))}
