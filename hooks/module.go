@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -87,10 +88,36 @@ func (h *hook) prewarm(ctx context.Context) {
 
 // loadHook reads, checks, compiles and classifies the module of cfg (which
 // has its defaults filled in).
+// MaxModuleBytes is the largest hook module paddock reads: 128 MiB (a
+// Go-built module is 2 to 4 MiB).
+const MaxModuleBytes = 128 << 20
+
+// readModuleFile reads a module: a regular file (symlinks followed) of
+// at most MaxModuleBytes; a device such as /dev/zero is refused unread.
+func readModuleFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxModuleBytes+1))
+	if err == nil && len(b) > MaxModuleBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes, the most a hook module may be", path, MaxModuleBytes)
+	}
+	return b, err
+}
+
 // readModule reads cfg's module file and returns it with its hex SHA-256,
 // checked against cfg.SHA256 when that is set.
 func readModule(cfg Config) (wasm []byte, digest string, err error) {
-	wasm, err = os.ReadFile(cfg.Path)
+	wasm, err = readModuleFile(cfg.Path)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: hook %q: %w", ErrLoad, cfg.Name, err)
 	}

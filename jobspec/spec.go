@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -269,21 +266,5 @@ const MaxFileBytes = 64 << 20
 // MaxFileBytes. A device, a directory or a socket is refused unread:
 // /dev/zero would never end.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if m := fi.Mode(); !m.IsRegular() && m&fs.ModeNamedPipe == 0 {
-		return nil, fmt.Errorf("%s is %s; a job file is a regular file or a pipe", path, filekind.Of(m))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err == nil && len(data) > MaxFileBytes {
-		err = fmt.Errorf("%s is larger than %d bytes, the most a job file may be", path, MaxFileBytes)
-	}
-	return data, err
+	return filekind.ReadFile(path, nil, MaxFileBytes, "a job file")
 }

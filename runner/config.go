@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"paddock/hooks"
+	"paddock/internal/filekind"
 	"paddock/internal/suggest"
 	"paddock/internal/tomlfile"
 	"paddock/jobspec"
@@ -221,12 +221,17 @@ var ErrConfig = errors.New("runner: bad config")
 // when missingOK is true (the default path); it yields the defaults. Unknown
 // keys, wrong types and bad values are errors that name the file, the line
 // when known, and the key; they wrap [ErrConfig].
+// MaxConfigBytes is the largest config, policy or hook cases file paddock
+// reads: 16 MiB, far above any real one. A device such as /dev/zero is
+// refused unread.
+const MaxConfigBytes = 16 << 20
+
 func LoadConfig(path string, missingOK bool) (Config, error) {
 	var c Config
 	if path == "" {
 		return c.WithDefaults(), nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := filekind.ReadFile(path, nil, MaxConfigBytes, "a config file")
 	if err != nil {
 		if missingOK && errors.Is(err, fs.ErrNotExist) {
 			c.Path = path // read by the next start if created: the fence keeps jobs off it

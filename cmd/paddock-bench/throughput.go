@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"paddock/runner"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"paddock/runner"
 	"paddock/sandbox"
 )
 

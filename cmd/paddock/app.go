@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"paddock/cmd/internal/compose"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/hooks"
 	"paddock/queue"
 	"paddock/runner"

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"paddock/cmd/internal/compose"
-	"paddock/sandbox"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
+	"paddock/sandbox"
 )
 
 func newCheckCommand(gopts *GlobalOptions) *cobra.Command {

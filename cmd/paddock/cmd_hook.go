@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/hooks"
+	"paddock/internal/filekind"
 	"paddock/runner"
 )
 
@@ -194,7 +195,7 @@ func hookTestSettings(flag string) (map[string]any, error) {
 	raw := []byte(flag)
 	if file, ok := strings.CutPrefix(flag, "@"); ok {
 		var err error
-		if raw, err = os.ReadFile(file); err != nil {
+		if raw, err = filekind.ReadFile(file, nil, runner.MaxConfigBytes, "a settings file"); err != nil {
 			return nil, usagef("--settings: %v", err)
 		}
 	}
@@ -261,11 +262,7 @@ func hookTestRequest(opts HookTestOptions, argv []string, stdin io.Reader) (hook
 		}
 		var data []byte
 		var err error
-		if opts.Request == "-" {
-			data, err = io.ReadAll(stdin)
-		} else {
-			data, err = os.ReadFile(opts.Request)
-		}
+		data, err = filekind.ReadFile(opts.Request, stdin, hooks.MaxRequestBytes, "a request")
 		if err != nil {
 			return hooks.Request{}, usagef("--request: %v", err)
 		}

@@ -15,8 +15,10 @@ import (
 	"text/tabwriter"
 
 	"paddock/hooks"
+	"paddock/internal/filekind"
 	"paddock/internal/suggest"
 	"paddock/internal/tomlfile"
+	"paddock/runner"
 )
 
 // hookCasesFile is a policy cases file for `paddock hook test --cases`
@@ -175,7 +177,7 @@ func runHookCases(ctx context.Context, opts HookTestOptions, gopts *GlobalOption
 // line of case i's [[case]] header (0 when unknown). Errors are usage
 // errors naming the file, the line and the key.
 func readHookCases(file string) (cases []hookCase, settings map[string]any, lines []int, err error) {
-	data, err := os.ReadFile(file)
+	data, err := filekind.ReadFile(file, nil, runner.MaxConfigBytes, "a cases file")
 	if err != nil {
 		return nil, nil, nil, usagef("--cases: %v", err)
 	}

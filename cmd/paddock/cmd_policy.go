@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"paddock/internal/filekind"
 	"paddock/queue"
 	"paddock/runner"
 )
@@ -64,7 +64,7 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 	if err != nil {
 		return usagef("%s: %v", file, err)
 	}
-	data, err := os.ReadFile(abs)
+	data, err := filekind.ReadFile(abs, nil, runner.MaxConfigBytes, "a policy file")
 	if err != nil {
 		return usagef("policy: %v", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"paddock/cmd/internal/compose"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/sandbox"
 )
 

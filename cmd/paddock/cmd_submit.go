@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/internal/filekind"
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
@@ -79,7 +80,13 @@ func parseJobFiles(ctx context.Context, args []string, stdin io.Reader) ([]parse
 	var errs []string
 	for _, arg := range args {
 		if arg == "-" {
-			data, err := interruptible(ctx, jobspec.StdinName, func() ([]byte, error) { return io.ReadAll(stdin) })
+			data, err := interruptible(ctx, jobspec.StdinName, func() ([]byte, error) {
+				return filekind.ReadFile("-", stdin, jobspec.MaxFileBytes, "a job file")
+			})
+			if tl := (*filekind.TooLargeError)(nil); errors.As(err, &tl) {
+				errs = append(errs, err.Error())
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

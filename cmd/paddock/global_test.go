@@ -2,11 +2,12 @@ package main
 
 import (
 	"os"
-	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/cmd/internal/compose"
 )
 
 // TestDefaultPathsBwrapOnPath: every $PATH place where a bwrap would be

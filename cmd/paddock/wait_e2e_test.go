@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"paddock/runner"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/runner"
 )
 
 // TestE2ESubmitWait: `submit --wait` with a worker already running waits

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"paddock/cmd/internal/compose"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/cmd/internal/compose"
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/queue/sqlite"

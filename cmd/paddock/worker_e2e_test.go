@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"paddock/runner"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"paddock/internal/e2etest"
+	"paddock/runner"
 )
 
 // paddock run next to a worker on the same state directory: whoever claims
