@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/hooks"
 	"paddock/internal/filekind"
 	"paddock/queue"
 	"paddock/runner"
@@ -74,6 +75,19 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 	}
 	if err := pol.CheckHooks(); err != nil {
 		return &usageError{err}
+	}
+	// Load the chain as a worker will (compile, find each module's ABI,
+	// check its settings), so that a policy no worker could run with is
+	// refused here, not by every process after it is set.
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Hooks: pol.HookConfigs()})
+	if err != nil {
+		return usagef("policy %s: %w", abs, err)
+	}
+	defer chain.Close(context.WithoutCancel(ctx))
+	for _, h := range chain.Hooks() {
+		if h.ABI == hooks.ABINone {
+			return usagef("policy %s: hook %q (%s): %w", abs, h.Config.Name, h.Config.Path, hooks.ErrNoABI)
+		}
 	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {

@@ -260,3 +260,34 @@ func TestE2EPolicyChangeStopsOldWorkers(t *testing.T) {
 	b.StartWorker()
 	require.Equal(t, "succeeded", b.WaitState(ids[0], time.Minute, "succeeded", "failed", "denied").State)
 }
+
+// TestE2EPolicySetLoadsTheChain: policy set loads the chain as a worker
+// would, so a module that is not WebAssembly, one that exports no hook
+// ABI, or settings the hook refuses are refused there (exit 2), and the
+// queue keeps the policy it had.
+func TestE2EPolicySetLoadsTheChain(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	dir := t.TempDir()
+	notWasm := filepath.Join(dir, "nw.wasm")
+	require.NoError(t, os.WriteFile(notWasm, []byte("not wasm at all\n"), 0o644))
+	empty := filepath.Join(dir, "empty.wasm")
+	require.NoError(t, os.WriteFile(empty, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	deny := denylistWasm(t)
+	for _, c := range []struct {
+		path, settings, want string
+	}{
+		{notWasm, "", "invalid magic number"},
+		{empty, "", "exports neither"},
+		{deny, `settings = { deny = "curl" }` + "\n", "settings refused"},
+	} {
+		pol := filepath.Join(dir, "p.toml")
+		require.NoError(t, os.WriteFile(pol, []byte(fmt.Sprintf("[[hook]]\nname = \"h\"\npath = %q\nsha256 = %q\n%s", c.path, fileSHA256(t, c.path), c.settings)), 0o644))
+		_, errOut, code := b.Run("policy", "set", pol)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, c.want)
+	}
+	out, _, code := b.Run("--json", "policy", "show")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"set":false`, "no policy was stored")
+}
