@@ -52,3 +52,21 @@ func TestE2EBoundedReads(t *testing.T) {
 	require.Contains(t, errOut.String(), "standard input is larger than")
 	require.Empty(t, b.List(), "nothing was enqueued")
 }
+
+// TestE2ECancelRetryAllOrNothing: cancel and retry look every job up
+// first; one unknown name is bad input (exit 2) and changes none of the
+// jobs named with it.
+func TestE2ECancelRetryAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	id := b.Submit(b.WriteJob("q.toml", "name = \"q1\"\nmode = \"read_only\"\ncommand = \"true\"\n"))[0]
+	for _, verb := range []string{"cancel", "retry"} {
+		_, errOut, code := b.Run(verb, "q1", "nosuchjob")
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, "nothing was done")
+		require.Equal(t, "queued", b.Show(id).State, "%s changed a job although another was unknown", verb)
+	}
+	_, errOut, code := b.Run("cancel", "q1")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "canceled", b.Show(id).State)
+}

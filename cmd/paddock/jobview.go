@@ -123,9 +123,28 @@ func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs
 		return err
 	}
 	defer a.Close()
+	// Every job is looked up first: an unknown one is bad input (exit 2),
+	// and bad input changes nothing, not the jobs named before it.
+	ids := make([]string, len(refs))
+	unknown := false
+	for i, r := range refs {
+		j, err := a.store.JobGet(ctx, r)
+		if errors.Is(err, queue.ErrNotFound) {
+			printError(gopts, fmt.Errorf("%s %s: %w", verb, r, err))
+			unknown = true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ids[i] = j.ID
+	}
+	if unknown {
+		return &exitCodeError{code: exitUsage, err: fmt.Errorf("nothing was done: %s names a job that does not exist", verb)}
+	}
 	code := exitOK
-	for _, r := range refs {
-		j, err := op(a, r)
+	for i, r := range refs {
+		j, err := op(a, ids[i])
 		if err != nil {
 			printError(gopts, fmt.Errorf("%s %s: %w", verb, r, err))
 			if errors.Is(err, queue.ErrNotFound) {
