@@ -51,13 +51,14 @@ type Executor struct {
 	// `paddock` would use, its binary, bwrap on $PATH). Defaults to
 	// FenceFor(StateDir, Config), built once at the first job.
 	Fence *Fence
-	// Launcher is the binary bound into every confined job as its first
-	// program when the host has the Landlock layer (package
-	// sandbox/launch): it is read, never closed by the Executor, and
-	// shared by concurrent jobs. Defaults to this process's own
-	// executable ([sandbox.OpenLauncher]), opened at the first confined
-	// job and again once it was replaced on disk: the program must then
-	// call launch.Dispatch first in main.
+	// Launcher is every confined job's first program when the host has
+	// the Landlock layer (package sandbox/launch), handed to bwrap by
+	// descriptor: it is never closed by the Executor, and shared by
+	// concurrent jobs. Defaults to [sandbox.OpenLauncher]'s for the
+	// host's grade (the launcher image, or this process's own
+	// executable, whose program must then call launch.Dispatch first in
+	// main), opened at the first confined job and, at the partial grade,
+	// again once the executable was replaced on disk.
 	Launcher *os.File
 	// Policy is the queue's policy: its ceilings refuse a job before
 	// the hooks see it and again after they decided, and its digest is
@@ -74,21 +75,21 @@ type Executor struct {
 	launcher   *os.File
 }
 
-// launcherFile returns e.Launcher, or this process's executable
-// ([sandbox.OpenLauncher]): opened at the first confined job, and again
-// once the file has been unlinked (paddock upgraded while the worker
-// runs), which bwrap could no longer bind. The file it replaces stays
-// open: a spawn may be handing it to bwrap.
-func (e *Executor) launcherFile() (*os.File, error) {
+// launcherFile returns e.Launcher, or [sandbox.OpenLauncher]'s for grade
+// g: opened at the first confined job, and, at the partial grade, where
+// the file is bound, again once it has been unlinked (paddock upgraded
+// while the worker runs), which bwrap could no longer bind. The file it
+// replaces stays open: a spawn may be handing it to bwrap.
+func (e *Executor) launcherFile(g sandbox.Grade) (*os.File, error) {
 	if e.Launcher != nil {
 		return e.Launcher, nil
 	}
 	e.launcherMu.Lock()
 	defer e.launcherMu.Unlock()
-	if e.launcher != nil && !sandbox.Unlinked(e.launcher) {
+	if e.launcher != nil && (g == sandbox.GradeFull || !sandbox.Unlinked(e.launcher)) {
 		return e.launcher, nil
 	}
-	f, err := sandbox.OpenLauncher()
+	f, err := sandbox.OpenLauncher(g)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		rootFDs = sandbox.RootFDs(len(pins.Files()))
 		in.Roots = pins.Files()
 		if d.LandlockABI > 0 {
-			if in.Launcher, err = e.launcherFile(); err != nil {
+			if in.Launcher, err = e.launcherFile(d.Grade); err != nil {
 				return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 			}
 		}

@@ -143,8 +143,9 @@ func Build(cp ConfineParams) ([]string, error) {
 		return append(out, "--ro-bind-fd", strconv.Itoa(LauncherFD), LauncherPath(d.Grade))
 	}
 	if d.Grade == GradeFull {
+		// The launcher is executed from its descriptor (LauncherProgram):
+		// no mount.
 		out = append(out, "--dev", "/dev", "--proc", "/proc")
-		out = bindLauncher(out)
 	} else {
 		for _, n := range devNodes {
 			out = append(out, "--dev-bind", n, n)
@@ -181,7 +182,7 @@ func Build(cp ConfineParams) ([]string, error) {
 	}
 	out = append(out, "--chdir", p.cwd, "--")
 	if launcher {
-		out = append(out, LauncherPath(d.Grade))
+		out = append(out, LauncherProgram(d.Grade))
 		return append(out, launchSpec(p, d, argv).Args()...), nil
 	}
 	return append(out, argv...), nil

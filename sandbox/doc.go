@@ -54,7 +54,7 @@
 //
 // Base mounts, full grade:
 //
-//	--ro-bind / / --dev /dev --proc /proc [--ro-bind-fd 6 /dev/.paddock-launch] <kernel paths>
+//	--ro-bind / / --dev /dev --proc /proc <kernel paths>
 //
 // Base mounts, partial grade (a host that cannot mount a fresh /dev or
 // /proc, such as an unprivileged container with masked /proc paths):
@@ -95,17 +95,21 @@
 // re-bind of WS in read_only mode keeps a workspace under /tmp visible
 // under the fresh tmpfs.
 //
-// With the Landlock layer ([Discovery].LandlockABI > 0) the launcher is
-// bound from [LauncherFD] at [LauncherPath], and the argv after "--" is
+// With the Landlock layer ([Discovery].LandlockABI > 0) the argv after
+// "--" is
 //
-//	<launcher path> __sandbox-launch --landlock N [--dir D]... [--file F]...
-//	    [--unix-sockets] [--seccomp] --report 5 -- <argv...>
+//	<launcher program> __sandbox-launch HANDLED SCOPED DIRRIGHTS FILERIGHTS
+//	    FLAGS 5 [dD]... [fF]... -- <argv...>
 //
-// where the --dir entries are the writable set (the workspace and each
-// writable root in workspace_write mode, /tmp, and /dev at the full
-// grade) and the --file entries the five device nodes at the partial
-// grade. The launcher (paddock's own binary, package sandbox/launch)
-// enforces that set with Landlock, checks that a seccomp filter is in
+// where the launcher program ([LauncherProgram]) is /proc/self/fd/6 at the
+// full grade (executed from [LauncherFD], no mount) and [LauncherPath] at
+// the partial grade (bound there from [LauncherFD]); the numbers are the
+// Landlock ruleset in hexadecimal (launch.Invocation); the d entries are
+// the writable set (the workspace and each writable root in
+// workspace_write mode, /tmp, and /dev at the full grade) and the f
+// entries the five device nodes at the partial grade. The launcher
+// (package sandbox/launch: the launcher image at the full grade on
+// x86-64, paddock's own binary otherwise) enforces that set with Landlock, checks that a seccomp filter is in
 // force, marks every descriptor above 2 close-on-exec and executes the
 // argv as execvp(3) does; when it cannot, it writes a
 // {"paddock-launch-error": ...} record on [LaunchReportFD] (the status
@@ -179,14 +183,17 @@
 //     scenario measures it).
 //   - Landlock is enforced by a program inside the sandbox, after bwrap's
 //     mounts: a Landlock domain forbids mounting, so bwrap cannot run
-//     under one. The launcher is paddock's own binary, bound by
-//     descriptor because paddock may live where the sandbox hides (the
-//     state directory, the host's /tmp); bwrap resolves the descriptor's
-//     path as the user it runs as, who ran paddock, so can reach it. It
-//     lives in a tmpfs bwrap makes (/dev at the full grade, the empty
-//     /proc at the partial grade), where no workspace or writable root
-//     can be (they are refused under /dev and /proc), so nothing the job
-//     asks for covers it and nothing is created on the host. Landlock
+//     under one. The launcher is handed over by descriptor because it
+//     may live where the sandbox hides (paddock in the state directory or
+//     the host's /tmp; the image in a memfd). At the full grade bwrap
+//     executes /proc/self/fd/6, the sandbox's own /proc showing its
+//     inherited descriptor: no mount, and the image, a few kilobytes of
+//     raw system calls, starts in well under a millisecond where a Go
+//     program takes several. At the partial grade (no /proc of its own)
+//     paddock's binary is bound by descriptor in the empty /proc tmpfs,
+//     where no workspace or writable root can be (they are refused under
+//     /dev and /proc); bwrap resolves the descriptor's path as the user
+//     it runs as, who ran paddock, so can reach it. Landlock
 //     rules cover everything mounted below their directory: the /tmp rule
 //     covers a workspace bound under /tmp too, read-only in read_only mode
 //     by its mount alone.

@@ -1,11 +1,15 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"paddock/sandbox/launch"
 )
@@ -22,8 +26,9 @@ const (
 	// launcher: it writes a [launch.ReportKey] record there when the
 	// job's argv never ran. bwrap does not use it.
 	LaunchReportFD = 5
-	// LauncherFD is the launcher binary, bound read-only at
-	// [LauncherPath] (--ro-bind-fd).
+	// LauncherFD is the launcher: executed from the descriptor at the
+	// full grade, bound read-only at [LauncherPath] at the partial grade
+	// ([LauncherProgram]).
 	LauncherFD = 6
 	// FirstRootFD is the first pinned root ([ConfineParams].RootFDs);
 	// the others follow in [Policy.Roots] order ([RootFDs]).
@@ -110,16 +115,28 @@ func boolIndex(b bool) int {
 	return 0
 }
 
-// OpenLauncher opens this process's own executable (/proc/self/exe) to
-// be the launcher of confined jobs: the program must run [launch.Main]
-// when its first argument is [launch.Command] ([launch.Dispatch]). When
-// the running file has been unlinked since it started (replaced by an
-// upgrade), it opens the file now at the executable's path instead:
-// bwrap 0.8.0 binds a descriptor through the path it reads back from
-// /proc/self/fd, which an unlinked file no longer has. A runner holding
-// the descriptor should open it again once [Unlinked] says so. The caller
-// closes it.
-func OpenLauncher() (*os.File, error) {
+// OpenLauncher opens the launcher of confined jobs at grade g. At the
+// full grade, where it is executed from its descriptor
+// ([LauncherProgram]), it is the [launch.Image] in a sealed memfd (as
+// runc keeps its own binary for CVE-2019-5736: nothing can change the
+// bytes once sealed, and the job never holds the descriptor), checked
+// once by running it; where there is no image (an architecture without
+// one) or the kernel will not execute a memfd (vm.memfd_noexec = 2), and
+// at the partial grade, it is this process's own executable
+// (/proc/self/exe), whose program must run [launch.Main] when its first
+// argument is [launch.Command] ([launch.Dispatch]). When that file has
+// been unlinked since it started (replaced by an upgrade), it opens the
+// file now at the executable's path instead: bwrap 0.8.0 binds a
+// descriptor through the path it reads back from /proc/self/fd, which an
+// unlinked file no longer has. A runner holding the descriptor should
+// open it again once [Unlinked] says so (at the partial grade). The
+// caller closes it.
+func OpenLauncher(g Grade) (*os.File, error) {
+	if g == GradeFull {
+		if f, err := openImage(); err == nil {
+			return f, nil
+		}
+	}
 	f, err := os.Open("/proc/self/exe")
 	if err == nil && Unlinked(f) {
 		f.Close()
@@ -132,6 +149,57 @@ func OpenLauncher() (*os.File, error) {
 		return nil, fmt.Errorf("sandbox: opening the launcher: %w", err)
 	}
 	return f, nil
+}
+
+// openImage returns a sealed memfd holding the launcher image, after
+// running it once outside any sandbox: asked to execute a program that
+// does not exist, it must exit 127 with its report.
+func openImage() (*os.File, error) {
+	img, err := launch.Image()
+	if err != nil {
+		return nil, err
+	}
+	const flags = unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
+	fd, err := unix.MemfdCreate("paddock-launch", flags|unix.MFD_EXEC)
+	if errors.Is(err, unix.EINVAL) { // Linux < 6.3: no MFD_EXEC
+		fd, err = unix.MemfdCreate("paddock-launch", flags)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "paddock-launch")
+	if _, err := f.Write(img); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: writing the launcher image: %w", err)
+	}
+	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: sealing the launcher image: %w", err)
+	}
+	if err := checkImage(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkImage runs the image in f (as descriptor 3 of a child) on a
+// command that does not exist.
+func checkImage(f *os.File) error {
+	const missing = "/nonexistent/paddock-launch-check"
+	v := launch.Invocation{ReportFD: 1, Argv: []string{missing}}
+	cmd := exec.Command("/proc/self/fd/3", v.Args()...)
+	cmd.Args[0] = "paddock-launch"
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.Env = []string{}
+	out, err := cmd.Output()
+	want := `{"` + launch.ReportKey + `":"execvp ` + missing + `: errno 2"}` + "\n"
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 127 || string(out) != want {
+		return fmt.Errorf("sandbox: the launcher image does not run as it should (%v, %q)", err, out)
+	}
+	return nil
 }
 
 // Unlinked reports whether f's file has no name left on disk (its link
@@ -157,6 +225,20 @@ func LauncherPath(g Grade) string {
 		return "/dev/.paddock-launch"
 	}
 	return "/proc/.paddock-launch"
+}
+
+// LauncherProgram is the program bwrap executes to start a confined job
+// at grade g: at the full grade, the launcher's own descriptor,
+// /proc/self/fd/[LauncherFD] (bwrap's child inherits it; the sandbox's
+// /proc shows it), which needs no mount and works for any launcher file,
+// a sealed memfd included ([OpenLauncher]); at the partial grade, where
+// the sandbox has no /proc of its own, [LauncherPath], where the file is
+// bound.
+func LauncherProgram(g Grade) string {
+	if g == GradeFull {
+		return "/proc/self/fd/" + strconv.Itoa(LauncherFD)
+	}
+	return LauncherPath(g)
 }
 
 // Layer names, as [Discovery.Layers] lists them.

@@ -26,15 +26,18 @@ var (
 	launcherErr  error
 )
 
-// openTestLauncher opens this test binary (the launcher: see TestMain)
-// for u. bwrap resolves a bound descriptor's path as the user it runs as,
-// and the test binary lies in a directory only its owner may enter: for
-// another user (nobody), a copy in a directory anyone may enter, made once
-// and removed with the test binary's temporary files.
-func openTestLauncher(t *testing.T, u who) *os.File {
+// openTestLauncher opens the launcher for grade g, as a runner does: at
+// the full grade [OpenLauncher]'s (the image where there is one, which
+// any user may execute from its descriptor); at the partial grade, this
+// test binary (the launcher: see TestMain) for u. bwrap resolves a bound
+// descriptor's path as the user it runs as, and the test binary lies in a
+// directory only its owner may enter: for another user (nobody), a copy
+// in a directory anyone may enter, made once and removed with the test
+// binary's temporary files.
+func openTestLauncher(t *testing.T, g Grade, u who) *os.File {
 	t.Helper()
-	if u.cred == nil {
-		f, err := OpenLauncher()
+	if g == GradeFull || u.cred == nil {
+		f, err := OpenLauncher(g)
 		require.NoError(t, err)
 		return f
 	}
@@ -89,7 +92,7 @@ func inherited(t *testing.T, d Discovery, p Policy, u who, status *os.File, root
 		in.Seccomp = f
 	}
 	if d.LandlockABI > 0 {
-		f := openTestLauncher(t, u)
+		f := openTestLauncher(t, d.Grade, u)
 		t.Cleanup(func() { f.Close() })
 		in.Launcher = f
 	}
@@ -125,16 +128,16 @@ func TestConfineLayersArgv(t *testing.T) {
 		name   string
 		grade  Grade
 		params PolicyParams
-		base   []string // the grade's base, launcher bind included
-		spec   []string // the launcher's arguments before "--"
+		base   []string    // the grade's base, launcher bind included
+		spec   launch.Spec // what the launcher enforces
 	}{
 		{"full/workspace_write", GradeFull, PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Writable: []string{extra}, Network: true},
-			[]string{"--dev", "/dev", "--proc", "/proc", "--ro-bind-fd", "6", "/dev/.paddock-launch"},
-			[]string{"--landlock", "6", "--dir", ws, "--dir", extra, "--dir", "/tmp", "--dir", "/dev", "--seccomp", "--report", "5"}},
+			[]string{"--dev", "/dev", "--proc", "/proc"},
+			launch.Spec{LandlockABI: 6, WritableDirs: []string{ws, extra, "/tmp", "/dev"}, Seccomp: true, ReportFD: 5}},
 		{"partial/read_only/unix", GradePartial, PolicyParams{Mode: ModeReadOnly, Workspace: ws, Network: true, UnixSockets: true},
 			append(slices.Clone(partialDevBinds), "--tmpfs", "/proc", "--ro-bind-fd", "6", "/proc/.paddock-launch", "--remount-ro", "/proc"),
-			[]string{"--landlock", "6", "--dir", "/tmp", "--file", "/dev/null", "--file", "/dev/zero", "--file", "/dev/full",
-				"--file", "/dev/random", "--file", "/dev/urandom", "--unix-sockets", "--seccomp", "--report", "5"}},
+			launch.Spec{LandlockABI: 6, WritableDirs: []string{"/tmp"}, WritableFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
+				UnixSockets: true, Seccomp: true, ReportFD: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPolicy(tc.params)
@@ -145,7 +148,8 @@ func TestConfineLayersArgv(t *testing.T) {
 			require.Equal(t, []string{"/usr/bin/bwrap", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
 				"--die-with-parent", "--new-session", "--json-status-fd", "3", "--seccomp", "4", "--ro-bind", "/", "/"}, got[:16])
 			require.Equal(t, tc.base, got[16:16+len(tc.base)])
-			tail := append(append([]string{"--", LauncherPath(tc.grade), "__sandbox-launch"}, tc.spec...), "--", "true")
+			tc.spec.Argv = []string{"true"}
+			tail := append([]string{"--", LauncherProgram(tc.grade)}, tc.spec.Args()...)
 			require.Equal(t, tail, got[len(got)-len(tail):])
 		})
 	}
@@ -235,7 +239,9 @@ func TestLaunchFailures(t *testing.T) {
 		}{
 			{"not executable", "execvp " + plain + ": permission denied", []string{plain}, nil},
 			{"not found", "execvp no-such-command-here: no such file or directory", []string{"no-such-command-here"}, nil},
-			{"missing path", "landlock ABI", sh(`echo RAN`), func(a []string) { a[slices.Index(a, "--dir")+1] = "/nonexistent-dir" }},
+			{"missing path", "landlock: opening /nonexistent-dir: no such file or directory", sh(`echo RAN`), func(a []string) {
+				a[slices.IndexFunc(a, func(s string) bool { return strings.HasPrefix(s, "d/") })] = "d/nonexistent-dir"
+			}},
 		} {
 			argv, err := ConfineWith(tc.argv, p, d)
 			require.NoError(t, err)
@@ -320,7 +326,7 @@ func openLauncherProbe() {
 			os.Exit(1)
 		}
 	}
-	f, err := OpenLauncher()
+	f, err := OpenLauncher(GradePartial)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

@@ -126,11 +126,32 @@ type ProbeParams struct {
 	// the fence below the partial grade's. Defaults to "" (no cap);
 	// GradeFull is the same.
 	MaxGrade Grade
-	// Launcher is the launcher binary the Landlock layer is checked with
-	// (see package launch); the caller keeps it open and closes it.
-	// Defaults to this process's own executable ([OpenLauncher]), which
-	// must then call [launch.Dispatch] first in main.
+	// Launcher is the launcher the Landlock layer is checked with (see
+	// package launch), at both grades; the caller keeps it open and
+	// closes it. Defaults to [OpenLauncher]'s for the grade checked, the
+	// one a runner uses (this process's own executable among them, which
+	// must then call [launch.Dispatch] first in main).
 	Launcher *os.File
+
+	// launchers are the defaults opened for Launcher, by grade.
+	launchers map[Grade]*os.File
+}
+
+// launcherFor returns the launcher to check grade g with: pp.Launcher,
+// or [OpenLauncher]'s, opened once per probe (closed by Probe).
+func (pp *ProbeParams) launcherFor(g Grade) (*os.File, error) {
+	if pp.Launcher != nil {
+		return pp.Launcher, nil
+	}
+	if f := pp.launchers[g]; f != nil {
+		return f, nil
+	}
+	f, err := OpenLauncher(g)
+	if err != nil {
+		return nil, err
+	}
+	pp.launchers[g] = f
+	return f, nil
 }
 
 // ForceGradeEnv names the environment variable [Probe] reads for
@@ -240,17 +261,18 @@ func ProbeWith(ctx context.Context, pp ProbeParams) (ProbeReport, error) {
 	rep.DisableUserns = versionAtLeast(rep.Version, 0, 8) && !rep.Setuid
 
 	rep.KernelPaths = FindKernelPaths()
-	if pp.Launcher == nil {
-		if f, err := OpenLauncher(); err == nil {
-			defer f.Close()
-			pp.Launcher = f
+	pp.launchers = map[Grade]*os.File{}
+	defer func() {
+		for _, f := range pp.launchers {
+			f.Close()
 		}
-	}
+	}()
+	_, launcherErr := pp.launcherFor(GradePartial)
 	d := Discovery{Executable: exe, Grade: GradeFull, NetworkIsolation: true, DisableUserns: rep.DisableUserns, Root: rep.Root, KernelPaths: rep.KernelPaths,
 		Seccomp: true, LandlockABI: launch.LandlockABI()}
 	if d.LandlockABI == 0 {
 		rep.Notes = append(rep.Notes, "no Landlock layer: the kernel has no usable Landlock (Linux 5.13 or later with landlock in the lsm= boot list); jobs run under bwrap and seccomp only")
-	} else if pp.Launcher == nil {
+	} else if launcherErr != nil {
 		d.LandlockABI = 0
 		rep.Notes = append(rep.Notes, "no Landlock layer: this process's own executable cannot be opened as the launcher")
 	}
@@ -383,7 +405,9 @@ func runCheck(ctx context.Context, pp ProbeParams, d Discovery, network bool) er
 		defer in.Seccomp.Close()
 	}
 	if d.LandlockABI > 0 {
-		in.Launcher = pp.Launcher
+		if in.Launcher, err = pp.launcherFor(d.Grade); err != nil {
+			return err
+		}
 	}
 	res, err := runConfined(ctx, pp.Timeout, argv, in)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"paddock/sandbox/launch"
 )
 
 // Status is what bwrap wrote on its status fd (--json-status-fd).
@@ -74,7 +76,7 @@ func WatchStatus(r io.Reader, onRecord func(Status)) (Status, error) {
 			s.PidNamespace = *rec.PidNS
 		}
 		if rec.LaunchError != nil && s.LaunchError == "" {
-			s.LaunchError = *rec.LaunchError
+			s.LaunchError = launch.Describe(*rec.LaunchError)
 			if s.LaunchError == "" {
 				s.LaunchError = "the launcher failed"
 			}

@@ -34,7 +34,7 @@ var layerVariants = []layerVariant{
 // runs the confined /bin/true argv jobs times per run in each variant,
 // one job of each in turn (so that load changes hit them alike), spawned
 // as the worker spawns them (status pipe, a seccomp pipe per job, the
-// paddock binary as the launcher), and reports each variant's median per
+// launcher the worker uses), and reports each variant's median per
 // job, and the launcher's own cost: the whole fence less the + seccomp
 // variant, job by job.
 func (b *bench) layers(ctx context.Context) error {
@@ -51,7 +51,7 @@ func (b *bench) layers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	launcher, err := os.Open(b.o.paddock)
+	launcher, err := sandbox.OpenLauncher(d.Grade)
 	if err != nil {
 		return err
 	}

@@ -245,9 +245,9 @@ func (b *bench) throughputService(ctx context.Context, conc int) (float64, error
 // confinedTrue is the confined argv of /bin/true in workspace ws as the
 // worker builds it, less --seccomp: bwrap reads the program to the end of
 // its descriptor, so every bwrap needs a stream of its own, which a tool
-// that execs the same argv many times cannot give. The launcher, bound
-// from a descriptor bwrap only names, is kept: the baselines inherit the
-// paddock binary at sandbox.LauncherFD.
+// that execs the same argv many times cannot give. The launcher, handed
+// over by descriptor, is kept: the baselines inherit the one the worker
+// uses ([sandbox.OpenLauncher]) at sandbox.LauncherFD.
 func (b *bench) confinedTrue(ws string) ([]string, error) {
 	pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Network: true})
 	if err != nil {
@@ -283,20 +283,23 @@ func (b *bench) throughputTool(ctx context.Context, tool string, conc int) (floa
 		return 0, err
 	}
 	// bwrap writes its status to fd 3 (--json-status-fd 3), the launcher
-	// a failure to fd 5 (sandbox.LaunchReportFD), and bwrap binds the
-	// launcher from fd 6 (sandbox.LauncherFD): every tool gets them, as
+	// a failure to fd 5 (sandbox.LaunchReportFD), and the launcher is fd
+	// 6 (sandbox.LauncherFD): every tool gets them, as
 	// inherited fds or by redirection.
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer devnull.Close()
-	launcher, err := os.Open(b.o.paddock)
+	launcher, err := sandbox.OpenLauncher(b.probe.Discovery().Grade)
 	if err != nil {
 		return 0, err
 	}
 	defer launcher.Close()
-	redirect := fmt.Sprintf(" 3>/dev/null %d>/dev/null %d<%s", sandbox.LaunchReportFD, sandbox.LauncherFD, shellQuote([]string{b.o.paddock}))
+	// A shell opens the launcher through this process's descriptor (it
+	// may be a memfd, which has no other name).
+	self := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), launcher.Fd())
+	redirect := fmt.Sprintf(" 3>/dev/null %d>/dev/null %d<%s", sandbox.LaunchReportFD, sandbox.LauncherFD, shellQuote([]string{self}))
 	var lines strings.Builder
 	for i := range b.o.jobs {
 		fmt.Fprintf(&lines, "%d\n", i)

@@ -47,14 +47,16 @@ program as is).
 
 The argv names the fence's layers this host has (paddock probe lists
 them): --unshare-ipc always, --seccomp 4 (the seccomp program on
-descriptor 4), and, with Landlock, paddock itself bound from descriptor 6
-as the sandbox's first program (its hidden __sandbox-launch command,
-with the writable set it enforces). When the host lacks a layer, confine
+descriptor 4), and, with Landlock, the launcher on descriptor 6 as the
+sandbox's first program (/proc/self/fd/6 at the full grade; bound at
+the partial grade), with the writable set it enforces: a worker hands it
+a small launcher image, and paddock's own binary (its hidden
+__sandbox-launch command) reads the same arguments. When the host lacks a layer, confine
 says so on stderr ("paddock: warning: ..."; with --json a
 "confine_warning" object). The argv expects descriptors as paddock
 passes them: 3, bwrap's status (--json-status-fd 3); 4, the seccomp
 program, which --seccomp-file FILE writes out; 5, the launcher's failure
-report; 6, the paddock binary. To run it by hand:
+report; 6, the launcher (the paddock binary will do). To run it by hand:
   paddock confine --seccomp-file /tmp/prog -- CMD   # prints ARGV
   ARGV 3>/dev/null 4</tmp/prog 5>/dev/null 6<"$(command -v paddock)"
 

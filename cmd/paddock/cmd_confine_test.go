@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 
 	"paddock/internal/e2etest"
 	"paddock/sandbox"
+	"paddock/sandbox/launch"
 )
 
 func TestConfineCommandUsageErrors(t *testing.T) {
@@ -80,10 +79,12 @@ func TestConfineCommandLayers(t *testing.T) {
 		require.Contains(t, joined, " --unshare-ipc ")
 		require.Contains(t, joined, " --seccomp 4 ")
 		if rep.LandlockABI > 0 {
-			launcher := sandbox.LauncherPath(rep.Grade)
-			require.Contains(t, joined, " --ro-bind-fd 6 "+launcher+" ")
-			require.Contains(t, joined, " -- "+launcher+" __sandbox-launch --landlock "+strconv.Itoa(rep.LandlockABI)+" --dir "+ws+" --dir /tmp ")
-			require.Equal(t, unix, slices.Contains(argv, "--unix-sockets"))
+			launcher := sandbox.LauncherProgram(rep.Grade)
+			require.Equal(t, rep.Grade == sandbox.GradePartial, strings.Contains(joined, " --ro-bind-fd 6 "+sandbox.LauncherPath(rep.Grade)+" "),
+				"the launcher is bound at the partial grade only")
+			spec := launch.Spec{LandlockABI: rep.LandlockABI, UnixSockets: unix, Seccomp: true, ReportFD: sandbox.LaunchReportFD}.Invocation()
+			numbers := strings.Join(spec.Args()[1:7], " ")
+			require.Contains(t, joined, " -- "+launcher+" __sandbox-launch "+numbers+" d"+ws+" d/tmp ")
 		}
 		want, err := sandbox.SeccompBytes(sandbox.SeccompParams{UnixSockets: unix})
 		require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"paddock/sandbox"
 )
 
 // The second layer of the fence (seccomp, --unshare-ipc, Landlock): a
@@ -507,8 +510,12 @@ func TestE2ELayersReported(t *testing.T) {
 		require.Contains(t, argv, "--unshare-ipc")
 		require.Contains(t, argv, "--seccomp")
 		if rep.LandlockABI > 0 {
-			require.Contains(t, argv, "__sandbox-launch")
-			require.Contains(t, argv, "--landlock")
+			i := slices.Index(argv, "__sandbox-launch")
+			require.Positive(t, i, "%q", argv)
+			require.Equal(t, sandbox.LauncherProgram(sandbox.Grade(b.grade())), argv[i-1])
+			handled, err := strconv.ParseUint(argv[i+1], 16, 64)
+			require.NoError(t, err)
+			require.NotZero(t, handled, "a Landlock ruleset: %q", argv)
 		}
 	})
 }

@@ -7,11 +7,15 @@
 // the seccomp filter, the namespaces and the mounts; Landlock is applied
 // last because a Landlock domain forbids the mounts bwrap makes.
 //
-// paddock's own binary is the launcher: [Main] runs when its first
-// argument is [Command] (a hidden subcommand), before anything else. The
-// binary is bound into the sandbox by descriptor, at a fixed path, so it
-// need not be visible there. The argv for it is built by [Spec.Args],
-// which package sandbox calls; [Parse] reads it back.
+// There are two launchers, which read the same arguments ([Spec.Args];
+// [Parse] reads them back) and do the same: the [Image], a static
+// executable of a few kilobytes whose code (image_amd64.s) makes the
+// system calls itself and starts in a fraction of a millisecond, on
+// x86-64; and paddock's own binary, where [Main] runs when its first
+// argument is [Command] (a hidden subcommand), before anything else, on
+// any architecture, at the cost of a Go program's start (several
+// milliseconds). Package sandbox hands bwrap whichever it has, by
+// descriptor, so that neither need be visible in the sandbox.
 //
 // Nothing fails open: a ruleset that cannot be built or enforced exactly
 // as asked (the ABI level the host's probe found) stops the launcher
@@ -82,92 +86,131 @@ type Spec struct {
 	Argv []string
 }
 
-// Args returns the launcher's arguments for s, starting with [Command]:
-// what follows the launcher's path in the sandbox's argv. Paths and argv
-// elements are passed as they are, one argument each.
-func (s Spec) Args() []string {
-	out := make([]string, 0, 8+2*len(s.WritableDirs)+2*len(s.WritableFiles)+len(s.Argv))
-	out = append(out, Command)
-	if s.LandlockABI > 0 {
-		out = append(out, "--landlock", strconv.Itoa(s.LandlockABI))
-	}
-	for _, d := range s.WritableDirs {
-		out = append(out, "--dir", d)
-	}
-	for _, f := range s.WritableFiles {
-		out = append(out, "--file", f)
-	}
-	if s.UnixSockets {
-		out = append(out, "--unix-sockets")
-	}
-	if s.Seccomp {
-		out = append(out, "--seccomp")
-	}
-	if s.ReportFD >= 0 {
-		out = append(out, "--report", strconv.Itoa(s.ReportFD))
-	}
-	out = append(out, "--")
-	return append(out, s.Argv...)
+// Invocation is a [Spec] as the launcher receives it: the Landlock
+// ruleset in the kernel's numbers, so that the launcher needs no table
+// of rights per ABI level. Both launchers, [Main] and the [Image], read
+// the same arguments ([Invocation.Args]).
+type Invocation struct {
+	// Handled and Scoped are struct landlock_ruleset_attr's
+	// handled_access_fs and scoped (landlock(7)); Handled 0 enforces no
+	// Landlock ruleset.
+	Handled, Scoped uint64
+	// DirRights and FileRights are the rights granted below each of
+	// Dirs and on each of Files (LANDLOCK_RULE_PATH_BENEATH).
+	DirRights, FileRights uint64
+	// Dirs and Files are paths inside the sandbox.
+	Dirs, Files []string
+	// Seccomp: see [Spec].Seccomp.
+	Seccomp bool
+	// ReportFD is the report descriptor, >= 0.
+	ReportFD int
+	// Argv is the job's command.
+	Argv []string
 }
 
-// Parse reads back what [Spec.Args] wrote, the leading [Command]
+// Invocation returns s in the launcher's numbers: the ruleset of ABI
+// level s.LandlockABI ([MaxLandlockABI] at most), Unix sockets as s says.
+// A ReportFD below 0 becomes 2 (stderr).
+func (s Spec) Invocation() Invocation {
+	v := Invocation{Seccomp: s.Seccomp, ReportFD: s.ReportFD, Argv: s.Argv}
+	if v.ReportFD < 0 {
+		v.ReportFD = 2
+	}
+	if s.LandlockABI > 0 {
+		cfg, dirRights := config(min(s.LandlockABI, MaxLandlockABI), s.UnixSockets)
+		v.Handled, v.Scoped = uint64(cfg.HandledAccessFS), uint64(cfg.Scoped)
+		v.DirRights, v.FileRights = uint64(dirRights), uint64(dirRights&fileRights)
+		v.Dirs, v.Files = s.WritableDirs, s.WritableFiles
+	}
+	return v
+}
+
+// Args returns the launcher's arguments for s, starting with [Command]:
+// what follows the launcher's path in the sandbox's argv
+// (s.Invocation().Args()).
+func (s Spec) Args() []string { return s.Invocation().Args() }
+
+// flagSeccomp is bit 0 of the flags argument: [Invocation].Seccomp.
+const flagSeccomp = 1
+
+// Args returns v as the launcher's arguments:
+//
+//	__sandbox-launch HANDLED SCOPED DIRRIGHTS FILERIGHTS FLAGS REPORTFD
+//	    [dPATH | fPATH]... -- ARGV...
+//
+// the six numbers in lowercase hexadecimal (FLAGS bit 0: [Invocation].Seccomp),
+// each writable directory as "d" and its path, each file as "f" and its
+// path. Argv elements are passed as they are.
+func (v Invocation) Args() []string {
+	out := make([]string, 0, 9+len(v.Dirs)+len(v.Files)+len(v.Argv))
+	flags := uint64(0)
+	if v.Seccomp {
+		flags |= flagSeccomp
+	}
+	out = append(out, Command)
+	for _, n := range []uint64{v.Handled, v.Scoped, v.DirRights, v.FileRights, flags, uint64(v.ReportFD)} {
+		out = append(out, strconv.FormatUint(n, 16))
+	}
+	for _, d := range v.Dirs {
+		out = append(out, "d"+d)
+	}
+	for _, f := range v.Files {
+		out = append(out, "f"+f)
+	}
+	out = append(out, "--")
+	return append(out, v.Argv...)
+}
+
+// Parse reads back what [Invocation.Args] wrote, the leading [Command]
 // included. The error names the argument at fault.
-func Parse(args []string) (Spec, error) {
-	s := Spec{ReportFD: -1}
+func Parse(args []string) (Invocation, error) {
+	v := Invocation{ReportFD: 2}
 	if len(args) == 0 || args[0] != Command {
-		return s, fmt.Errorf("launch: the first argument is not %s", Command)
+		return v, fmt.Errorf("launch: the first argument is not %s", Command)
 	}
-	args = args[1:]
-	for len(args) > 0 {
-		a := args[0]
+	if len(args) < 8 {
+		return v, fmt.Errorf("launch: %d arguments; want at least 8", len(args))
+	}
+	names := []string{"handled", "scoped", "directory rights", "file rights", "flags", "report descriptor"}
+	var n [6]uint64
+	for i := range n {
+		a := args[1+i]
+		x, err := strconv.ParseUint(a, 16, 64)
+		if err != nil || a != strconv.FormatUint(x, 16) {
+			return v, fmt.Errorf("launch: %s %q is not a lowercase hexadecimal number", names[i], a)
+		}
+		n[i] = x
+	}
+	if n[5] > 1<<31-1 {
+		return v, fmt.Errorf("launch: report descriptor %q is not a descriptor", args[6])
+	}
+	if n[4]&^flagSeccomp != 0 {
+		return v, fmt.Errorf("launch: flags %q: unknown bits", args[5])
+	}
+	v.Handled, v.Scoped, v.DirRights, v.FileRights = n[0], n[1], n[2], n[3]
+	v.Seccomp, v.ReportFD = n[4]&flagSeccomp != 0, int(n[5])
+	for rest := args[7:]; len(rest) > 0; rest = rest[1:] {
+		a := rest[0]
 		if a == "--" {
-			s.Argv = args[1:]
-			if len(s.Argv) == 0 {
-				return s, errors.New("launch: no command after --")
+			v.Argv = rest[1:]
+			if len(v.Argv) == 0 {
+				return v, errors.New("launch: no command after --")
 			}
-			return s, nil
+			return v, nil
 		}
-		if a == "--unix-sockets" || a == "--seccomp" {
-			if a == "--seccomp" {
-				s.Seccomp = true
-			} else {
-				s.UnixSockets = true
-			}
-			args = args[1:]
-			continue
+		if len(a) < 2 || (a[0] != 'd' && a[0] != 'f') || a[1] != '/' {
+			return v, fmt.Errorf("launch: %q is not d or f and an absolute path", a)
 		}
-		if len(args) < 2 {
-			return s, fmt.Errorf("launch: %s needs a value", a)
+		if v.Handled == 0 {
+			return v, fmt.Errorf("launch: %q: a writable path without a Landlock ruleset", a)
 		}
-		v := args[1]
-		args = args[2:]
-		switch a {
-		case "--landlock":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > MaxLandlockABI {
-				return s, fmt.Errorf("launch: --landlock %q: want 1 to %d", v, MaxLandlockABI)
-			}
-			s.LandlockABI = n
-		case "--dir", "--file":
-			if !strings.HasPrefix(v, "/") {
-				return s, fmt.Errorf("launch: %s %q is not an absolute path", a, v)
-			}
-			if a == "--dir" {
-				s.WritableDirs = append(s.WritableDirs, v)
-			} else {
-				s.WritableFiles = append(s.WritableFiles, v)
-			}
-		case "--report":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return s, fmt.Errorf("launch: --report %q is not a descriptor", v)
-			}
-			s.ReportFD = n
-		default:
-			return s, fmt.Errorf("launch: unknown argument %q", a)
+		if a[0] == 'd' {
+			v.Dirs = append(v.Dirs, a[1:])
+		} else {
+			v.Files = append(v.Files, a[1:])
 		}
 	}
-	return s, errors.New("launch: no -- before the command")
+	return v, errors.New("launch: no -- before the command")
 }
 
 // writeRights are the Landlock filesystem rights the launcher handles
@@ -241,71 +284,81 @@ const (
 // the exit status to use, after reporting what failed on the report
 // descriptor and on stderr.
 func Main(args []string) int {
-	s, err := Parse(args)
+	v, err := Parse(args)
 	if err != nil {
-		return fail(s.ReportFD, exitFailed, err.Error())
+		return fail(v.ReportFD, exitFailed, err.Error())
 	}
-	if s.ReportFD >= 0 {
-		unix.CloseOnExec(s.ReportFD)
-	}
-	if s.Seccomp {
+	unix.CloseOnExec(v.ReportFD)
+	if v.Seccomp {
 		// Filter mode is 2 (SECCOMP_MODE_FILTER, seccomp(2)).
 		if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil || mode != unix.SECCOMP_MODE_FILTER {
-			return fail(s.ReportFD, exitFailed, fmt.Sprintf("seccomp: no filter is in force (mode %d, %v)", mode, err))
+			return fail(v.ReportFD, exitFailed, "seccomp: no filter is in force")
 		}
 	}
 	// Landlock restricts the calling thread; execve(2) runs on the same
 	// one. The thread is never unlocked.
 	runtime.LockOSThread()
-	if err := enforce(s); err != nil {
-		return fail(s.ReportFD, exitFailed, err.Error())
+	if err := enforce(v); err != nil {
+		return fail(v.ReportFD, exitFailed, err.Error())
 	}
 	if err := closeFrom(3); err != nil {
-		return fail(s.ReportFD, exitFailed, "marking descriptors close-on-exec: "+err.Error())
+		return fail(v.ReportFD, exitFailed, "marking descriptors close-on-exec: "+err.Error())
 	}
-	err = execvp(s.Argv, os.Environ())
+	err = execvp(v.Argv, os.Environ())
 	code := exitFailed
 	if errors.Is(err, syscall.ENOENT) {
 		code = exitNotFound
 	}
-	return fail(s.ReportFD, code, fmt.Sprintf("execvp %s: %v", s.Argv[0], err))
+	return fail(v.ReportFD, code, fmt.Sprintf("execvp %s: %v", v.Argv[0], err))
 }
 
-// enforce applies the Landlock ruleset of s to the calling thread, which
+// enforce applies the Landlock ruleset of v to the calling thread, which
 // must be locked to its goroutine.
-func enforce(s Spec) error {
-	if s.LandlockABI == 0 {
+func enforce(v Invocation) error {
+	if v.Handled == 0 {
 		return nil
 	}
-	cfg, dirRights := config(s.LandlockABI, s.UnixSockets)
-	var rules []landlock.Rule
-	if len(s.WritableDirs) > 0 {
-		rules = append(rules, landlock.PathAccess(dirRights, s.WritableDirs...))
-	}
-	if len(s.WritableFiles) > 0 {
-		rules = append(rules, landlock.PathAccess(dirRights&fileRights, s.WritableFiles...))
-	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	fd, err := ll.LandlockCreateRuleset(&ll.RulesetAttr{HandledAccessFS: v.Handled, Scoped: v.Scoped}, 0)
 	if err != nil {
-		return fmt.Errorf("landlock ABI %d: %w", s.LandlockABI, err)
-	}
-	if fd < 0 {
-		return fmt.Errorf("landlock ABI %d: nothing to enforce", s.LandlockABI)
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
 	defer unix.Close(fd)
+	for _, r := range []struct {
+		paths  []string
+		rights uint64
+	}{{v.Dirs, v.DirRights}, {v.Files, v.FileRights}} {
+		for _, p := range r.paths {
+			if err := addRule(fd, p, r.rights); err != nil {
+				return err
+			}
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	// With the signal scope, the pid namespace's init (bwrap's, outside
 	// the new domain) can no longer be signalled: proof that the domain
 	// is in force.
-	if cfg.Scoped&ll.ScopeSignal != 0 && os.Getpid() != 1 {
+	if v.Scoped&ll.ScopeSignal != 0 && os.Getpid() != 1 {
 		if err := unix.Kill(1, 0); !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("landlock ABI %d: the signal scope does not hold (kill(1, 0): %v)", s.LandlockABI, err)
+			return fmt.Errorf("landlock: the signal scope does not hold: %v", err)
 		}
+	}
+	return nil
+}
+
+// addRule grants rights below (or on) path in the ruleset fd.
+func addRule(fd int, path string, rights uint64) error {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("landlock: opening %s: %w", path, err)
+	}
+	defer unix.Close(pfd)
+	if err := ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: rights, ParentFd: pfd}, 0); err != nil {
+		return fmt.Errorf("landlock_add_rule %s: %w", path, err)
 	}
 	return nil
 }
@@ -376,6 +429,23 @@ func execFile(file string, argv, env []string) error {
 		}
 	}
 	return err
+}
+
+// Describe returns a launcher's report in words: the [Image] ends a
+// failed system call's message with ": errno N" (it has no table of
+// error strings), which becomes ": " and the error's text, as [Main]
+// writes it ("execvp x: errno 2" → "execvp x: no such file or
+// directory"). Other messages are returned as they are.
+func Describe(msg string) string {
+	i := strings.LastIndex(msg, ": errno ")
+	if i < 0 {
+		return msg
+	}
+	n, err := strconv.ParseUint(msg[i+len(": errno "):], 10, 16)
+	if err != nil || n == 0 {
+		return msg
+	}
+	return msg[:i] + ": " + syscall.Errno(n).Error()
 }
 
 // fail reports msg on fd (when >= 0) and stderr and returns code.
