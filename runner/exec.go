@@ -73,6 +73,23 @@ type Executor struct {
 
 	launcherMu sync.Mutex
 	launcher   *os.File
+
+	devNodesOnce sync.Once
+	devNodesDir  string
+	devNodesErr  error
+}
+
+// deviceNodes returns the directory of substitute device nodes for
+// confined jobs ([Fence.DeviceNodes]), made at the first confined job
+// ([sandbox.PrepareDeviceNodes]); "" when the fence has none (a worker
+// that is not root: its jobs own none of the host's nodes).
+func (e *Executor) deviceNodes() (string, error) {
+	e.devNodesOnce.Do(func() {
+		if e.devNodesDir = e.fence().DeviceNodes(); e.devNodesDir != "" {
+			e.devNodesErr = sandbox.PrepareDeviceNodes(e.devNodesDir)
+		}
+	})
+	return e.devNodesDir, e.devNodesErr
 }
 
 // launcherFile returns e.Launcher, or [sandbox.OpenLauncher]'s for grade
@@ -270,7 +287,13 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 			}
 		}
 	}
-	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs})
+	var devNodes string
+	if confined {
+		if devNodes, err = e.deviceNodes(); err != nil {
+			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
+		}
+	}
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, DeviceNodes: devNodes})
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}

@@ -156,6 +156,18 @@ func FenceFor(stateDir string, cfg Config, extra ...string) Fence {
 	return f
 }
 
+// DeviceNodes returns where a job's substitute device nodes live
+// ([sandbox.PrepareDeviceNodes], [sandbox.ConfineParams].DeviceNodes):
+// the state directory's ([StateDir.DeviceNodes]) when this process runs
+// as root, whose jobs run as host uid 0 and would own the host's nodes;
+// "" when it does not, or f has no state directory.
+func (f Fence) DeviceNodes() string {
+	if f.stateDir == "" || os.Geteuid() != 0 {
+		return ""
+	}
+	return StateDir{Root: f.stateDir}.DeviceNodes()
+}
+
 // WithHidden returns a copy of f that also hides (and protects) dirs,
 // those of them that exist when a job starts.
 func (f Fence) WithHidden(dirs ...string) Fence {
@@ -477,7 +489,7 @@ func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d})
+	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d, DeviceNodes: f.DeviceNodes()})
 	return info, err
 }
 

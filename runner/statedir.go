@@ -19,6 +19,7 @@ import (
 //	<root>/cache/probe.json        the probe cache
 //	<root>/cache/wazero/           the hooks' compilation cache
 //	<root>/notify/wake             touched after an enqueue: idle workers claim at once
+//	<root>/dev/                    a root worker's substitute device nodes (sandbox.PrepareDeviceNodes)
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -36,6 +37,7 @@ const (
 	cacheName      = "cache"
 	hookCacheName  = "wazero"
 	notifyName     = "notify"
+	devName        = "dev"
 	wakeName       = "wake"
 )
 
@@ -65,6 +67,10 @@ func (s StateDir) Workspaces() string { return filepath.Join(s.Root, workspacesN
 func (s StateDir) DefaultWorkspace(jobID string) string {
 	return filepath.Join(s.Workspaces(), jobID)
 }
+
+// DeviceNodes is where a worker running as root keeps the device nodes
+// its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
+func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
 
 // Inbox is the directory agents drop job files into.
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }

@@ -61,6 +61,13 @@ type ConfineParams struct {
 	// bwrap checks after the mount that it bound the descriptor's inode
 	// and fails otherwise. Defaults to nil (bind by path: for printing).
 	RootFDs []int
+	// DeviceNodes, when not "", is a directory [PrepareDeviceNodes] made:
+	// its substitutes are bound over the device nodes bwrap takes from
+	// the host (after --dev at the full grade; as the partial grade's
+	// --dev-bind sources), so that a job that runs as host root cannot
+	// change the host's nodes' mode or times. Defaults to "" (the host's
+	// nodes: right for a worker that is not root, which owns none).
+	DeviceNodes string
 
 	// ungranted are directories bound read-write by path and left out of
 	// the launcher's writable set: the probe writes one to check that the
@@ -120,7 +127,7 @@ func Build(cp ConfineParams) ([]string, error) {
 		}
 	}
 
-	n := 72 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + len(argv)
+	n := 90 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
 	if d.DisableUserns {
@@ -145,10 +152,20 @@ func Build(cp ConfineParams) ([]string, error) {
 	if d.Grade == GradeFull {
 		// The launcher is executed from its descriptor (LauncherProgram):
 		// no mount.
-		out = append(out, "--dev", "/dev", "--proc", "/proc")
+		out = append(out, "--dev", "/dev")
+		if cp.DeviceNodes != "" {
+			for _, n := range substituteNodes {
+				out = append(out, "--dev-bind", filepath.Join(cp.DeviceNodes, n), "/dev/"+n)
+			}
+		}
+		out = append(out, "--proc", "/proc")
 	} else {
 		for _, n := range devNodes {
-			out = append(out, "--dev-bind", n, n)
+			src := n
+			if cp.DeviceNodes != "" {
+				src = filepath.Join(cp.DeviceNodes, filepath.Base(n))
+			}
+			out = append(out, "--dev-bind", src, n)
 		}
 		out = append(out, "--tmpfs", "/proc")
 		out = bindLauncher(out)

@@ -54,7 +54,12 @@
 //
 // Base mounts, full grade:
 //
-//	--ro-bind / / --dev /dev --proc /proc <kernel paths>
+//	--ro-bind / / --dev /dev [--dev-bind <nodes>/N /dev/N]... --proc /proc <kernel paths>
+//
+// The --dev-bind entries, with [ConfineParams].DeviceNodes (a root
+// worker), put substitutes over the six nodes --dev binds from the host
+// (null, zero, full, random, urandom, tty): see devnodes.go. At the partial
+// grade the same directory is the source of the five --dev-bind below.
 //
 // Base mounts, partial grade (a host that cannot mount a fresh /dev or
 // /proc, such as an unprivileged container with masked /proc paths):

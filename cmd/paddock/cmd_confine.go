@@ -141,7 +141,11 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 			return errors.New(msg + "; see paddock probe")
 		}
 	}
-	argv, err := sandbox.Confine(args, policy)
+	cp := sandbox.ConfineParams{Argv: args, Policy: policy, Discovery: sandbox.Discovered()}
+	if fence != nil {
+		cp.DeviceNodes = fence.DeviceNodes()
+	}
+	argv, err := sandbox.Build(cp)
 	if err != nil {
 		return err
 	}

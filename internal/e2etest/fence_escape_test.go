@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"paddock/sandbox"
 )
@@ -320,5 +321,49 @@ while not os.path.exists("stop") and time.time() < deadline:
 		matches, err := filepath.Glob(filepath.Join(outside, "sub", "pwn-*"))
 		require.NoError(t, err)
 		require.Empty(t, matches, "a job wrote outside the policy's workspace_roots")
+	})
+}
+
+// TestE2EDeviceNodesUnchanged: the device nodes a job can write are not
+// the host's to change. A worker that runs as root runs jobs as host uid
+// 0, the owner of the host's /dev/null and its like, and an owner may
+// chmod and set times without a capability: the job gets substitutes
+// (sandbox.PrepareDeviceNodes), which it can read and write but not
+// change. Checked from the host: every node's mode and times unchanged.
+func TestE2EDeviceNodesUnchanged(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"null", "zero", "full", "random", "urandom", "tty"}
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		before := map[string]unix.Stat_t{}
+		for _, n := range nodes {
+			var st unix.Stat_t
+			require.NoError(t, unix.Stat("/dev/"+n, &st))
+			before[n] = st
+			// Should the fence fail, put the host's node back.
+			t.Cleanup(func() { _ = unix.Chmod("/dev/"+n, st.Mode&0o7777) })
+		}
+		job := b.WriteJob("devnodes.toml", `mode = "read_only"
+command = '''
+for n in null zero full random urandom tty; do
+  [ -e /dev/$n ] || continue
+  chmod 0600 /dev/$n 2>/dev/null && echo "ESCAPED: chmod /dev/$n"
+  touch -d 2001-01-01 /dev/$n 2>/dev/null && echo "ESCAPED: set the times of /dev/$n"
+done
+echo x > /dev/null && echo null-writable
+[ "$(head -c 3 /dev/zero | od -An -tx1 | tr -d ' ')" = 000000 ] && echo zero-readable
+[ "$(head -c 16 /dev/urandom | wc -c)" = 16 ] && echo urandom-readable
+'''
+`)
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out, "ESCAPED")
+		require.Equal(t, "null-writable\nzero-readable\nurandom-readable\n", out)
+		for _, n := range nodes {
+			var st unix.Stat_t
+			require.NoError(t, unix.Stat("/dev/"+n, &st))
+			require.Equal(t, before[n].Mode, st.Mode, "/dev/%s's mode", n)
+			require.Equal(t, before[n].Mtim, st.Mtim, "/dev/%s's modification time", n)
+			require.Equal(t, before[n].Uid, st.Uid, "/dev/%s's owner", n)
+		}
 	})
 }

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestPrepareDeviceNodes: the substitutes have the host's device numbers,
+// mode 0666 and nobody as owner; a second call keeps them; anything else
+// at a node's name is replaced; a symlink for the directory is refused.
+func TestPrepareDeviceNodes(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		unavailable(t, "making device nodes needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, PrepareDeviceNodes(dir))
+	inodes := map[string]uint64{}
+	for _, n := range substituteNodes {
+		var host, st unix.Stat_t
+		require.NoError(t, unix.Stat("/dev/"+n, &host))
+		require.NoError(t, unix.Lstat(filepath.Join(dir, n), &st))
+		require.Equal(t, uint32(unix.S_IFCHR|0o666), st.Mode, n)
+		require.Equal(t, host.Rdev, st.Rdev, n)
+		require.Equal(t, uint32(nobodyID), st.Uid, n)
+		require.Equal(t, uint32(nobodyID), st.Gid, n)
+		inodes[n] = st.Ino
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "zero")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "zero"), []byte("not a device"), 0o666))
+	require.NoError(t, unix.Chmod(filepath.Join(dir, "full"), 0o600))
+	require.NoError(t, PrepareDeviceNodes(dir))
+	for _, n := range substituteNodes {
+		var st unix.Stat_t
+		require.NoError(t, unix.Lstat(filepath.Join(dir, n), &st))
+		require.Equal(t, uint32(unix.S_IFCHR|0o666), st.Mode, n)
+		if n != "zero" && n != "full" {
+			require.Equal(t, inodes[n], st.Ino, "%s is kept", n)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, len(substituteNodes), "no temporary file left")
+
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(dir, link))
+	require.ErrorContains(t, PrepareDeviceNodes(link), "is not a directory")
+}
+
+// TestConfineDeviceNodes: with DeviceNodes the substitutes are bound over
+// every node --dev takes from the host (full grade) and are the partial
+// grade's --dev-bind sources; without, the host's nodes.
+func TestConfineDeviceNodes(t *testing.T) {
+	t.Parallel()
+	ws := mkdirs(t, "ws")
+	p := mustPolicy(t, PolicyParams{Mode: ModeReadOnly, Workspace: ws, Network: true})
+	for _, g := range []Grade{GradeFull, GradePartial} {
+		d := Discovery{Executable: "/usr/bin/bwrap", Grade: g, NetworkIsolation: true}
+		with, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d, DeviceNodes: "/state/dev"})
+		require.NoError(t, err)
+		without, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
+		require.NoError(t, err)
+		nodes := substituteNodes
+		if g == GradePartial {
+			nodes = nodes[:5] // no /dev/tty: the host's /dev stays, read-only
+		}
+		for _, n := range nodes {
+			i := indexPair(with, "--dev-bind", "/state/dev/"+n)
+			require.True(t, i >= 0 && with[i+2] == "/dev/"+n, "%s: /dev/%s: %q", g, n, with)
+			require.NotContains(t, without, "/state/dev/"+n)
+		}
+		if g == GradeFull {
+			i, j := indexPair(with, "--dev", "/dev"), indexPair(with, "--dev-bind", "/state/dev/null")
+			require.Less(t, i, j, "after --dev")
+			require.Equal(t, len(without)+3*len(nodes), len(with))
+		} else {
+			require.Equal(t, len(without), len(with))
+		}
+	}
+}
+
+// indexPair is the index of a followed by b in argv, or -1.
+func indexPair(argv []string, a, b string) int {
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == a && argv[i+1] == b {
+			return i
+		}
+	}
+	return -1
+}
