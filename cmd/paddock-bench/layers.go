@@ -19,6 +19,10 @@ type layerVariant struct {
 	name string
 	// seccomp, landlock: the layers the argv carries; ipc: --unshare-ipc.
 	seccomp, ipc, landlock bool
+	// goLauncher hands bwrap paddock's own binary as the launcher (the
+	// fallback where there is no launcher image) instead of the one a
+	// worker uses.
+	goLauncher bool
 }
 
 // layerVariants go from bwrap alone to the whole fence, one layer added
@@ -28,7 +32,12 @@ var layerVariants = []layerVariant{
 	{name: "+ --unshare-ipc", ipc: true},
 	{name: "+ seccomp", ipc: true, seccomp: true},
 	{name: "+ Landlock launcher (whole fence)", ipc: true, seccomp: true, landlock: true},
+	{name: "+ Landlock launcher, paddock's binary", ipc: true, seccomp: true, landlock: true, goLauncher: true},
 }
+
+// wholeFence is the index in layerVariants of the fence as a worker
+// builds it.
+const wholeFence = 3
 
 // layers is scenario 6: the per-job cost of each layer of the fence. It
 // runs the confined /bin/true argv jobs times per run in each variant,
@@ -56,6 +65,11 @@ func (b *bench) layers(ctx context.Context) error {
 		return err
 	}
 	defer launcher.Close()
+	goLauncher, err := os.Open(b.o.paddock)
+	if err != nil {
+		return err
+	}
+	defer goLauncher.Close()
 	argvs := make([][]string, len(layerVariants))
 	for i, v := range layerVariants {
 		vd := d
@@ -78,17 +92,21 @@ func (b *bench) layers(ctx context.Context) error {
 		argvs[i] = argv
 	}
 	perJob := make([][]float64, len(layerVariants)) // per run: median ms per job
-	launcherCost := []float64{}
+	launcherCost, goLauncherCost := []float64{}, []float64{}
 	for r := range b.o.runs {
 		durs := make([][]float64, len(layerVariants))
-		var diffs []float64
+		var diffs, goDiffs []float64
 		for range b.o.jobs {
 			var seccompOnly float64
 			for i, v := range layerVariants {
 				if argvs[i] == nil {
 					continue
 				}
-				ms, err := spawnConfined(ctx, argvs[i], pol, v.seccomp && d.Seccomp, v.landlock, launcher)
+				l := launcher
+				if v.goLauncher {
+					l = goLauncher
+				}
+				ms, err := spawnConfined(ctx, argvs[i], pol, v.seccomp && d.Seccomp, v.landlock, l)
 				if err != nil {
 					return fmt.Errorf("%s: %w", v.name, err)
 				}
@@ -96,7 +114,10 @@ func (b *bench) layers(ctx context.Context) error {
 				if v.seccomp && !v.landlock {
 					seccompOnly = ms
 				}
-				if v.landlock {
+				switch {
+				case v.landlock && v.goLauncher:
+					goDiffs = append(goDiffs, ms-seccompOnly)
+				case v.landlock:
 					diffs = append(diffs, ms-seccompOnly)
 				}
 			}
@@ -108,8 +129,11 @@ func (b *bench) layers(ctx context.Context) error {
 		}
 		if len(diffs) > 0 {
 			launcherCost = append(launcherCost, medianOf(diffs))
+			goLauncherCost = append(goLauncherCost, medianOf(goDiffs))
 		}
-		b.logf("layers run %d/%d: %.2f ms per job bwrap alone, %.2f ms the whole fence", r+1, b.o.runs, perJob[0][r], perJob[len(perJob)-1][len(perJob[len(perJob)-1])-1])
+		if whole := perJob[wholeFence]; len(whole) > 0 {
+			b.logf("layers run %d/%d: %.2f ms per job bwrap alone, %.2f ms the whole fence", r+1, b.o.runs, perJob[0][r], whole[len(whole)-1])
+		}
 	}
 	base := layerVariants[0].name
 	for i, v := range layerVariants {
@@ -128,6 +152,7 @@ func (b *bench) layers(ctx context.Context) error {
 	}
 	if len(launcherCost) > 0 {
 		b.add("layers", "Landlock launcher, cost per job", "ms", launcherCost, "", "whole fence less + seccomp, median of the per-job differences")
+		b.add("layers", "Landlock launcher, paddock's binary, cost per job", "ms", goLauncherCost, "", "the same with paddock's binary as the launcher")
 	}
 	return nil
 }

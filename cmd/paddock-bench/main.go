@@ -22,9 +22,9 @@
 //  5. memory: the worker's peak RSS through scenario 1 and through a job
 //     that writes 2 GiB to stdout;
 //  6. layers: the per-job cost of each layer of the fence (bwrap alone,
-//     + --unshare-ipc, + seccomp, + the Landlock launcher), the confined
-//     /bin/true argv spawned as the worker spawns it, the variants in
-//     turn job by job.
+//     + --unshare-ipc, + seccomp, + the Landlock launcher, and the same
+//     with paddock's binary as the launcher), the confined /bin/true argv
+//     spawned as the worker spawns it, the variants in turn job by job.
 //
 // It runs the real binaries (--paddock, default bin/paddock) and the
 // example hooks (--hooks-dir, default bin/hooks): build them first with
