@@ -106,7 +106,7 @@ func Classify(p ClassifyParams) Classification {
 		c := Classification{Outcome: OutcomeRunnerFailed, ExitCode: code, Reason: fmt.Sprintf("bwrap exited with status %d before the command ran", code)}
 		if msg := p.Status.LaunchError; msg != "" {
 			c.Reason = "paddock-launch: " + msg
-			if explanation, hint := explain(msg); explanation != "" {
+			if explanation, hint := explainLaunch(msg); explanation != "" {
 				c.Reason += " (" + explanation + "; hint: " + hint + ")"
 			}
 			return c

@@ -98,6 +98,19 @@ func Diagnose(stderr []byte) (d Diagnosis, ok bool) {
 
 // explain returns the explanation and hint of the first entry of the
 // table line matches, or "" and "".
+// explainLaunch explains a launcher's report by the step that failed, its
+// first word: the rest of the message holds the job's own words (its
+// command's name, its workspace's path), which must never choose the
+// explanation or its hint.
+func explainLaunch(msg string) (explanation, hint string) {
+	for _, step := range []string{"execvp", "landlock"} {
+		if strings.HasPrefix(msg, step) {
+			return explain(step)
+		}
+	}
+	return "", ""
+}
+
 func explain(line string) (explanation, hint string) {
 	for _, k := range diagnoses {
 		if strings.Contains(line, k.match) {

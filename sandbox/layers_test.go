@@ -301,6 +301,21 @@ func TestStatusLaunchError(t *testing.T) {
 	require.Equal(t, OutcomeRunnerFailed, c.Outcome)
 	require.Equal(t, 127, c.ExitCode)
 	require.True(t, strings.HasPrefix(c.Reason, "paddock-launch: execvp nope: no such file or directory (the command could not be started"), c.Reason)
+	// The job's own words in the report (its command's name) never choose
+	// the explanation: only the step that failed does.
+	for name, want := range map[string]string{
+		"bwrap: setting up uid map: Permission denied": "(the command could not be started",
+		"landlock": "(the command could not be started",
+	} {
+		c = Classify(ClassifyParams{Mode: ModeReadOnly, State: cmd.ProcessState,
+			Status: Status{ChildPID: 42, ExitCode: 127, LaunchError: "execvp " + name + ": no such file or directory"}})
+		require.Contains(t, c.Reason, want, name)
+		require.NotContains(t, c.Reason, "apparmor", name)
+		require.NotContains(t, c.Reason, "Landlock layer", name)
+	}
+	c = Classify(ClassifyParams{Mode: ModeReadOnly, State: cmd.ProcessState,
+		Status: Status{ChildPID: 42, ExitCode: 126, LaunchError: "landlock: opening /w/execvp: no such file or directory"}})
+	require.Contains(t, c.Reason, "could not enforce the Landlock layer")
 	// An empty message still counts.
 	st, err = ReadStatus(strings.NewReader(`{"` + launch.ReportKey + `": ""}` + "\n" + `{"exit-code": 126}` + "\n"))
 	require.NoError(t, err)
