@@ -334,7 +334,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	run := e.spawn(ctx, spawnParams{
 		argv: argv, cwd: policy.Cwd(), env: env,
-		confined: confined, inherited: in, stdout: stdout, stderr: stderr, timeout: timeout,
+		confined: confined, inherited: in, stdout: stdout, stderr: stderr, devNodes: devNodes, timeout: timeout,
 		cancel: p.Cancel, ended: markEnded, exiting: exiting,
 	})
 	if err := stdout.Close(); err != nil && run.err == nil {
@@ -597,10 +597,15 @@ type spawnParams struct {
 	inherited sandbox.Inherited
 	stdout    io.Writer
 	stderr    io.Writer
-	timeout   time.Duration
-	cancel    <-chan struct{}
-	ended     func() // called when the job's processes have ended (ExecParams.Ended)
-	exiting   func() // called when the confined command has exited (ExecParams.Exiting)
+	// devNodes, when not "", holds the substitute device nodes
+	// ([Fence.DeviceNodes]): the job's stdin is its null, not the host's
+	// /dev/null, which a job running as host root would own and could
+	// fchmod(2) through the descriptor.
+	devNodes string
+	timeout  time.Duration
+	cancel   <-chan struct{}
+	ended    func() // called when the job's processes have ended (ExecParams.Ended)
+	exiting  func() // called when the confined command has exited (ExecParams.Exiting)
 }
 
 type spawnResult struct {
@@ -625,7 +630,15 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.cwd
 	cmd.Env = p.env
-	cmd.Stdin = nil
+	cmd.Stdin = nil // os/exec opens the host's /dev/null
+	if p.devNodes != "" {
+		null, err := os.Open(sandbox.DevNull(p.devNodes))
+		if err != nil {
+			return spawnResult{err: fmt.Errorf("stdin: %w", err)}
+		}
+		defer null.Close()
+		cmd.Stdin = null
+	}
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr
 	// Pdeathsig: if the worker dies (kill -9), bwrap dies with it, and with

@@ -41,7 +41,7 @@ func TestConfineArgvShapes(t *testing.T) {
 		}
 		return append(a, "--die-with-parent", "--new-session", "--json-status-fd", "3", "--ro-bind", "/", "/")
 	}
-	fullBase := []string{"--dev", "/dev", "--proc", "/proc"}
+	fullBase := []string{"--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"}
 	partialBase := []string{
 		"--dev-bind", "/dev/null", "/dev/null",
 		"--dev-bind", "/dev/zero", "/dev/zero",

@@ -34,6 +34,12 @@ var substituteNodes = []string{"null", "zero", "full", "random", "urandom", "tty
 // which owns nothing else a job could reach.
 const nobodyID = 65534
 
+// DevNull returns the substitute /dev/null in dir (a directory
+// [PrepareDeviceNodes] made): what a job running as host root reads as
+// its stdin, so that not even a descriptor it inherits is a host node it
+// owns.
+func DevNull(dir string) string { return filepath.Join(dir, "null") }
+
 // PrepareDeviceNodes makes dir hold the substitutes for the device nodes a
 // sandbox binds from the host ([ConfineParams].DeviceNodes): for each of
 // null, zero, full, random, urandom and tty in the host's /dev, a
@@ -88,7 +94,7 @@ func PrepareDeviceNodes(dir string) error {
 			return fmt.Errorf("sandbox: device nodes: %s: %w", p, err)
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "null"), os.O_WRONLY, 0)
+	f, err := os.OpenFile(DevNull(dir), os.O_WRONLY, 0)
 	if err != nil {
 		if errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("sandbox: device nodes: %s is on a file system mounted nodev: %w", dir, err)

@@ -55,7 +55,10 @@
 // Base mounts, full grade:
 //
 //	--ro-bind / / --dev /dev [--dev-bind <nodes>/N /dev/N]... --proc /proc <kernel paths>
+//	--remount-ro /proc
 //
+// The fresh /proc is read-only once the kernel paths below it are
+// masked (see kernelpaths.go).
 // The --dev-bind entries, with [ConfineParams].DeviceNodes (a root
 // worker), put substitutes over the six nodes --dev binds from the host
 // (null, zero, full, random, urandom, tty): see devnodes.go. At the partial
@@ -73,9 +76,10 @@
 //
 // The kernel paths ([KernelPaths], those of runc's and Docker's lists that
 // exist on the host, found by the probe) follow: /proc/sys and /proc/fs
-// are bound read-only over themselves (--ro-bind P P; bwrap's --proc
-// covers /proc/sysrq-trigger, /proc/bus and /proc/irq itself whenever the
-// sandbox's root could write them); /proc/kcore, /proc/keys,
+// stay read-only with the rest of /proc (--remount-ro /proc, last, which
+// also covers /proc/sysrq-trigger, /proc/bus, /proc/irq and every global
+// entry whose mode a job running as host root could change for the
+// kernel); /proc/kcore, /proc/keys,
 // /proc/timer_list, /proc/timer_stats, /proc/sched_debug,
 // /proc/latency_stats and /proc/interrupts are covered with /dev/null
 // (--ro-bind /dev/null P, nodev: opening them fails); /proc/acpi,

@@ -19,7 +19,7 @@ func TestConfineCoversKernelPaths(t *testing.T) {
 	p, err := NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: ws, Network: true})
 	require.NoError(t, err)
 	kp := KernelPaths{
-		ReadOnly:    []string{"/proc/sys", "/proc/irq"},
+		ReadOnly:    []string{"/proc/sys", "/proc/irq", "/sys/kernel/x"},
 		MaskedFiles: []string{"/proc/kcore"},
 		MaskedDirs:  []string{"/proc/acpi", "/sys/firmware"},
 	}
@@ -27,7 +27,9 @@ func TestConfineCoversKernelPaths(t *testing.T) {
 	got, err := ConfineWith([]string{"true"}, p, d)
 	require.NoError(t, err)
 	joined := strings.Join(got, " ")
-	require.Contains(t, joined, "--proc /proc --ro-bind /proc/sys /proc/sys --ro-bind /proc/irq /proc/irq --ro-bind /dev/null /proc/kcore --tmpfs /proc/acpi --remount-ro /proc/acpi --tmpfs /sys/firmware --remount-ro /sys/firmware --tmpfs /tmp")
+	// /proc/sys and /proc/irq by the read-only /proc, after its masks.
+	require.Contains(t, joined, "--proc /proc --ro-bind /sys/kernel/x /sys/kernel/x --ro-bind /dev/null /proc/kcore --tmpfs /proc/acpi --remount-ro /proc/acpi --tmpfs /sys/firmware --remount-ro /sys/firmware --remount-ro /proc --tmpfs /tmp")
+	require.NotContains(t, joined, "--ro-bind /proc/sys")
 
 	d.Grade = GradePartial
 	d.KernelPaths.PrivateDirs = []string{"/dev/shm"}

@@ -20,9 +20,10 @@ import (
 // skipped when access(2) finds the directory itself unwritable, which it
 // always is.
 type KernelPaths struct {
-	// ReadOnly are bound read-only over themselves after the fresh /proc
-	// is mounted (full grade; at the partial grade /proc is an empty
-	// read-only tmpfs already).
+	// ReadOnly are kept read-only: under /proc by remounting the whole
+	// fresh /proc read-only at the full grade (at the partial grade /proc
+	// is an empty read-only tmpfs already), elsewhere by binding them
+	// read-only over themselves.
 	ReadOnly []string `json:"read_only,omitempty"`
 	// MaskedFiles are covered with /dev/null bound read-only and nodev:
 	// opening them fails.
@@ -133,7 +134,9 @@ func (kp KernelPaths) appendCover(out []string, g Grade) []string {
 	}
 	if g == GradeFull {
 		for _, p := range kp.ReadOnly {
-			out = append(out, "--ro-bind", p, p)
+			if !Within(p, "/proc") { // /proc is remounted read-only below
+				out = append(out, "--ro-bind", p, p)
+			}
 		}
 	}
 	for _, p := range kp.MaskedFiles {
@@ -145,6 +148,16 @@ func (kp KernelPaths) appendCover(out []string, g Grade) []string {
 		if g == GradeFull || !Within(p, "/proc") {
 			out = append(out, "--tmpfs", p, "--remount-ro", p)
 		}
+	}
+	if g == GradeFull {
+		// The whole fresh /proc read-only, after the masks below it (the
+		// remount is not recursive): the ReadOnly entries, and every
+		// global entry a job running as host root owns. chmod(2) on one
+		// of those (/proc/slabinfo, /proc/meminfo) changes the mode the
+		// kernel keeps for the entry itself, which every procfs, the
+		// host's and other jobs', then shows. Writes to the job's own
+		// /proc/self files (oom_score_adj, comm) fail too.
+		out = append(out, "--remount-ro", "/proc")
 	}
 	return out
 }

@@ -329,7 +329,10 @@ while not os.path.exists("stop") and time.time() < deadline:
 // 0, the owner of the host's /dev/null and its like, and an owner may
 // chmod and set times without a capability: the job gets substitutes
 // (sandbox.PrepareDeviceNodes), which it can read and write but not
-// change. Checked from the host: every node's mode and times unchanged.
+// change, by path or through its stdin. Nor can it change the kernel's
+// own mode of a global /proc entry (it is set back to the mode it has, so
+// the host is unchanged even if the fence failed). Checked from the host:
+// every node's mode and times unchanged.
 func TestE2EDeviceNodesUnchanged(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"null", "zero", "full", "random", "urandom", "tty"}
@@ -348,6 +351,13 @@ for n in null zero full random urandom tty; do
   [ -e /dev/$n ] || continue
   chmod 0600 /dev/$n 2>/dev/null && echo "ESCAPED: chmod /dev/$n"
   touch -d 2001-01-01 /dev/$n 2>/dev/null && echo "ESCAPED: set the times of /dev/$n"
+done
+fchmod() { python3 -c 'import os, sys; os.fchmod(0, int(sys.argv[1], 8))' "$1"; }
+fchmod 666 2>/dev/null && echo "ESCAPED: fchmod of stdin"
+python3 -c 'import os; os.utime(0, (978307200, 978307200))' 2>/dev/null && echo "ESCAPED: set the times of stdin"
+for e in buddyinfo meminfo slabinfo; do
+  [ -e /proc/$e ] || continue
+  chmod "$(stat -c %a /proc/$e)" /proc/$e 2>/dev/null && echo "ESCAPED: chmod /proc/$e"
 done
 echo x > /dev/null && echo null-writable
 [ "$(head -c 3 /dev/zero | od -An -tx1 | tr -d ' ')" = 000000 ] && echo zero-readable
