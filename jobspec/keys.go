@@ -47,6 +47,10 @@ var jobKeys = []jobKey{
 	{"overlap", decodePolicy(func(s *Spec) *string { return &s.Overlap }, OverlapPolicies()), unlessOwn(func(s *Spec) *string { return &s.Overlap }, same)},
 	{"missed", decodePolicy(func(s *Spec) *string { return &s.Missed }, MissedPolicies()), unlessOwn(func(s *Spec) *string { return &s.Missed }, same)},
 	{"missed_grace", decodeGrace, unlessOwn(func(s *Spec) *time.Duration { return &s.MissedGrace }, same)},
+	{"jitter", decodeDuration(func(s *Spec) *time.Duration { return &s.Jitter }), unlessOwn(func(s *Spec) *time.Duration { return &s.Jitter }, same)},
+	{"group", decodeGroup, unlessOwn(func(s *Spec) *string { return &s.Group }, same)},
+	{"run_at", decodeRunAt, unlessOwn(func(s *Spec) *time.Time { return &s.RunAt }, same)},
+	{"delay", decodeDuration(func(s *Spec) *time.Duration { return &s.Delay }), unlessOwn(func(s *Spec) *time.Duration { return &s.Delay }, same)},
 }
 
 // keyIndex maps a key's name to its index in jobKeys.
@@ -404,5 +408,49 @@ func decodeTimezone(p *parser, sc scope, k string, v any, s *Spec) bool {
 		return false
 	}
 	s.Timezone = str
+	return true
+}
+
+func decodeGroup(p *parser, sc scope, k string, v any, s *Spec) bool {
+	str, ok := p.str(sc, k, v)
+	if !ok {
+		return false
+	}
+	if msg := checkName(str); msg != "" {
+		p.at(sc, k, strings.Replace(msg, "name", "group name", 1))
+		return false
+	}
+	s.Group = str
+	return true
+}
+
+// decodeRunAt decodes run_at: a TOML offset date-time
+// (2026-12-24T18:00:00Z) or the same as an RFC 3339 string. A local
+// date-time has no offset and is refused: which zone would it be in?
+func decodeRunAt(p *parser, sc scope, k string, v any, s *Spec) bool {
+	const want = "an RFC 3339 date-time with an offset, like 2026-12-24T18:00:00Z or 2026-12-24T19:00:00+01:00"
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		// The TOML decoder gives local date-times fixed zones of these
+		// names (github.com/BurntSushi/toml, internal/tz.go).
+		switch x.Location().String() {
+		case "datetime-local", "date-local", "time-local":
+			p.at(sc, k, "a date-time without an offset: expected "+want)
+			return false
+		}
+		t = x
+	case string:
+		parsed, err := time.Parse(time.RFC3339Nano, x)
+		if err != nil {
+			p.at(sc, k, fmt.Sprintf("invalid date-time %q: expected %s", x, want))
+			return false
+		}
+		t = parsed
+	default:
+		p.at(sc, k, "expected "+want+", got "+tomlfile.TypeName(v))
+		return false
+	}
+	s.RunAt = t.UTC()
 	return true
 }

@@ -72,7 +72,7 @@ func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
 	var out []keyMsg
 	if s.Schedule == "" {
 		if strayPolicy {
-			out = append(out, keyMsg{"schedule", "overlap, missed and missed_grace apply to schedules only: set schedule or remove them"})
+			out = append(out, keyMsg{"schedule", "overlap, missed, missed_grace and jitter apply to schedules only: set schedule or remove them"})
 		}
 		return out
 	}
@@ -87,6 +87,12 @@ func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
 	}
 	if len(s.After) > 0 {
 		out = append(out, keyMsg{"after", "a schedule cannot wait for other jobs: each instance starts at its tick"})
+	}
+	if !s.RunAt.IsZero() {
+		out = append(out, keyMsg{"run_at", "a schedule's instances start at their ticks: run_at applies to one-off jobs only (use jitter to spread ticks)"})
+	}
+	if s.Delay != 0 {
+		out = append(out, keyMsg{"delay", "a schedule's instances start at their ticks: delay applies to one-off jobs only (use jitter to spread ticks)"})
 	}
 	if s.Overlap != "" && !slices.Contains(OverlapPolicies(), s.Overlap) {
 		out = append(out, keyMsg{"overlap", fmt.Sprintf("unknown policy %q: expected skip, queue or allow", s.Overlap)})

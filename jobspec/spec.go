@@ -43,7 +43,22 @@ type Spec struct {
 	Overlap     string        `json:"overlap,omitempty"`      // skip | queue | allow; "" = skip
 	Missed      string        `json:"missed,omitempty"`       // run_once | skip; "" = run_once
 	MissedGrace time.Duration `json:"missed_grace,omitempty"` // 0 = MissedGraceDefault (1h)
-	Line        int           `json:"line,omitempty"`         // line where the job starts in its file (for messages); 0 = unknown
+	// Jitter delays each instance of a schedule by up to this much after
+	// its tick (0 = none, at most MaxJitter); the delay is chosen once per
+	// (schedule, tick) by queue.TickJitter, so every worker agrees.
+	Jitter time.Duration `json:"jitter,omitempty"`
+	// Group names the group the job belongs to ("" = none): a group's
+	// limit, stored in the queue (queue.Store GroupLimitSet), caps how
+	// many of its jobs run at once. A name as for Name.
+	Group string `json:"group,omitempty"`
+	// RunAt: the job is not claimed before this instant (zero = at once).
+	// One-off jobs only.
+	RunAt time.Time `json:"run_at,omitzero"`
+	// Delay: the job is not claimed before its enqueue time plus Delay
+	// (0 = at once; at most MaxDelay). With RunAt too, the later one
+	// wins. One-off jobs only.
+	Delay time.Duration `json:"delay,omitempty"`
+	Line  int           `json:"line,omitempty"` // line where the job starts in its file (for messages); 0 = unknown
 }
 
 // Modes returns the values Spec.Mode accepts besides "": the sandbox's
@@ -64,6 +79,11 @@ const (
 	MaxRetries = 1000
 	// MaxPriority bounds priority: from -MaxPriority to MaxPriority.
 	MaxPriority = 1_000_000
+	// MaxDelay is the largest delay, and the furthest in the future a
+	// run_at may be from the time the job file is checked: ten years.
+	MaxDelay = 10 * 366 * 24 * time.Hour
+	// MaxJitter is the largest jitter of a schedule.
+	MaxJitter = 24 * time.Hour
 )
 
 // FieldError is one problem in a job file.
@@ -216,7 +236,18 @@ func Validate(file string, specs []Spec) error {
 				bad("after", fmt.Sprintf("invalid dependency %q: expected the name or id of another job", a))
 			}
 		}
-		for _, e := range append(scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0)), limitProblems(s)...) {
+		if s.Group != "" {
+			if msg := checkName(s.Group); msg != "" {
+				bad("group", strings.Replace(msg, "name", "group name", 1))
+			}
+		}
+		if s.Delay < 0 || s.Delay > MaxDelay {
+			bad("delay", fmt.Sprintf("delay %s out of range: expected 0 to %s", s.Delay, MaxDelay))
+		}
+		if s.Jitter < 0 || s.Jitter > MaxJitter {
+			bad("jitter", fmt.Sprintf("jitter %s out of range: expected 0 to %s", s.Jitter, MaxJitter))
+		}
+		for _, e := range append(scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0 || s.Jitter != 0)), limitProblems(s)...) {
 			bad(e.key, e.msg)
 		}
 		if s.Timezone != "" && !zones[s.Timezone] {
