@@ -38,6 +38,9 @@ const (
 	// DecisionDeferred: overlap = "queue"; the tick waits for the running
 	// instance. It becomes DecisionFired when its instance is enqueued.
 	DecisionDeferred = "deferred"
+	// DecisionManual: ScheduleRun enqueued an instance now, outside the
+	// schedule's ticks (`paddock schedules run`).
+	DecisionManual = "manual"
 )
 
 // Schedule is a stored schedule: a job spec with a cron expression. The
@@ -113,6 +116,31 @@ type ScheduleTickResult struct {
 	NextDue time.Time
 }
 
+// ScheduleRunParams asks for one instance now ([Store.ScheduleRun]).
+type ScheduleRunParams struct {
+	Name     string // the schedule; required
+	WorkerID string // recorded with the decision, e.g. "cli"; "" is recorded as "manual"
+}
+
+// ScheduleRunResult is what ScheduleRun did.
+type ScheduleRunResult struct {
+	Decision ScheduleDecision // DecisionManual, or DecisionSkippedOverlap
+	Job      *Job             // the instance; nil when skipped
+}
+
+// PlanManualRun decides ScheduleRun for a schedule whose spec is sched
+// and whose newest instance busy is still queued or running ("" when
+// none): an instance (DecisionManual) unless overlap forbids it
+// (skip or queue with busy set: DecisionSkippedOverlap).
+func PlanManualRun(sched jobspec.Spec, busy string, tick time.Time) PlannedDecision {
+	overlap := cmp.Or(sched.Overlap, jobspec.OverlapSkip)
+	if busy != "" && overlap != jobspec.OverlapAllow {
+		return PlannedDecision{Tick: tick, Decision: DecisionSkippedOverlap, Count: 1,
+			Detail: "manual run refused: instance " + busy + " still queued or running (overlap = \"" + overlap + "\")"}
+	}
+	return PlannedDecision{Tick: tick, Decision: DecisionManual, Count: 1, Instance: true, Detail: "run now by request"}
+}
+
 // ScheduleDecisionListParams filters ScheduleDecisionList.
 type ScheduleDecisionListParams struct {
 	Schedule string // "" = every schedule
@@ -120,13 +148,18 @@ type ScheduleDecisionListParams struct {
 }
 
 // InstanceSpec turns a schedule's spec into the spec of its instance for
-// tick: an ordinary job with the schedule labels and two more environment
+// tick: an ordinary job, not claimed before tick + [TickJitter] when the
+// schedule has a jitter (RunAt), with the schedule labels and two more environment
 // variables, PADDOCK_SCHEDULE and PADDOCK_SCHEDULE_TICK (RFC 3339 in the
 // schedule's zone), unless the spec sets them.
 func InstanceSpec(sched jobspec.Spec, tick time.Time) jobspec.Spec {
 	s := sched
 	s.Name = jobspec.InstanceName(sched.Name, tick)
 	s.Schedule, s.Timezone, s.Overlap, s.Missed, s.MissedGrace, s.After = "", "", "", "", 0, nil
+	s.Jitter, s.Delay, s.RunAt = 0, 0, time.Time{}
+	if sched.Jitter > 0 {
+		s.RunAt = tick.Add(TickJitter(sched.Name, tick, sched.Jitter)).UTC()
+	}
 	s.Labels = maps.Clone(sched.Labels)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}

@@ -97,7 +97,7 @@ type Job struct {
 	Name       string // Spec.Name; "" for an unnamed job
 	State      JobState
 	Spec       jobspec.Spec
-	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobGet, and by JobList only with WithSource (the other methods leave it empty: a 10,000-job file is too big to read per job)
+	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobSourceGet's caller, and by JobList only with WithSource (the other methods leave it empty: a 10,000-job file or a 5 MB one is too big to read per job)
 	SourcePath string // the file it came from ("" for stdin or Go callers)
 	// Reason says why the job is in its state: the last attempt's reason, the
 	// dependency that failed, "canceled", or the pending retry.
@@ -109,7 +109,13 @@ type Job struct {
 	CreatedAt       time.Time // enqueue time
 	UpdatedAt       time.Time // last state change
 	FinishedAt      time.Time // zero until finished
-	NotBefore       time.Time // not claimed before this (retry backoff); zero = any time
+	// StartedAt is when the newest attempt started (its Attempt.StartedAt,
+	// set at claim); zero when the job never ran. Always set, with or
+	// without Attempts.
+	StartedAt time.Time
+	// NotBefore: not claimed before this (retry backoff, run_at, delay);
+	// zero = any time. Set at enqueue to queue.DueAt of the spec.
+	NotBefore       time.Time
 	LeaseOwner      string    // worker holding the lease; "" unless running
 	LeaseExpiresAt  time.Time // zero unless running
 	CancelRequested bool      // JobCancel was called while running; the worker should stop it
@@ -153,7 +159,11 @@ type Store interface {
 	// JobClaim claims up to p.Limit ready jobs, highest Priority first, then
 	// oldest, starting attempt N+1 of each under a lease for p.WorkerID. No
 	// job is ever handed to two claimers. Returns an empty slice when none is
-	// ready.
+	// ready. A job is ready when it is queued, its dependencies succeeded,
+	// its NotBefore has passed on the store's clock, the queue is not
+	// paused, and its group (Spec.Group) is neither paused nor full: at
+	// most Group.Limit of a group's jobs run at once, across every
+	// claimer, checked atomically with the claim ([ClaimGate] is the rule).
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]Job, error)
 	// LeaseExtend renews the leases p.WorkerID holds on p.JobIDs and returns
 	// the ids the worker must stop: those whose cancel was requested and
@@ -198,9 +208,16 @@ type Store interface {
 	// failed. Jobs not running under that lease are left as they are.
 	// Returns the jobs it moved.
 	LeaseRelease(ctx context.Context, p *LeaseReleaseParams) ([]Job, error)
-	// JobGet returns one job, with Source and Attempts. ErrNotFound.
+	// JobGet returns one job, with Attempts but without Source (reading a
+	// large job file costs more than the rest of the job). ErrNotFound.
 	JobGet(ctx context.Context, ref string) (Job, error)
-	// JobList returns jobs matching every filter, newest first.
+	// JobSourceGet returns the source text (Job.Source) of job id (an
+	// id, not a name). ErrNotFound.
+	JobSourceGet(ctx context.Context, id string) (string, error)
+	// JobList returns jobs matching every filter, newest first. Its cost
+	// must not grow with the queue for the newest p.Limit jobs without
+	// filters (an index on creation order), and it runs a constant number
+	// of queries whatever the number of jobs (WithAttempts included).
 	JobList(ctx context.Context, p *JobListParams) ([]Job, error)
 	// JobCounts returns the number of jobs in each state (every state is a key).
 	JobCounts(ctx context.Context) (map[JobState]int, error)
@@ -239,6 +256,35 @@ type Store interface {
 	ScheduleTick(ctx context.Context, p *ScheduleTickParams) (ScheduleTickResult, error)
 	// ScheduleDecisionList returns recorded decisions, newest first.
 	ScheduleDecisionList(ctx context.Context, p *ScheduleDecisionListParams) ([]ScheduleDecision, error)
+	// ScheduleRun enqueues one instance of the schedule now, as a tick
+	// would, recorded as DecisionManual, subject to the schedule's
+	// overlap: with overlap skip or queue and an instance still queued or
+	// running, nothing is enqueued and DecisionSkippedOverlap is recorded
+	// (no tick is deferred). Its tick is the store's clock truncated to
+	// the second; it does not move NextRun. Works on a paused schedule.
+	// ErrScheduleNotFound; ErrNameInUse when an instance of that second
+	// exists already.
+	ScheduleRun(ctx context.Context, p *ScheduleRunParams) (ScheduleRunResult, error)
+	// GroupLimitSet stores a group's limit (p.Limit 0 removes it) and
+	// returns the group as GroupList would. Claims from then on honour it;
+	// jobs already running go on, even beyond a lowered limit. An error
+	// wrapping ErrInvalid for a bad name or limit
+	// (GroupLimitSetParams.Check).
+	GroupLimitSet(ctx context.Context, p *GroupLimitSetParams) (Group, error)
+	// GroupList returns, by name, every group that has a limit, is paused,
+	// or has queued or running jobs (or exactly p.Names when given), with
+	// their Running and Queued counts. Its cost grows with the number of
+	// groups and of their queued jobs counted from an index, not with the
+	// jobs' specs.
+	GroupList(ctx context.Context, p *GroupListParams) ([]Group, error)
+	// QueueGet returns the queue-wide state (paused or not).
+	QueueGet(ctx context.Context) (QueueState, error)
+	// QueuePause stops claims from the whole queue (p.Group "") or from
+	// one group; running jobs go on. Pausing a paused one is a no-op.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+	// QueueResume undoes QueuePause for the same target; resuming one
+	// that is not paused is a no-op.
+	QueueResume(ctx context.Context, p *QueuePauseParams) error
 	// PolicyGet returns the queue's policy document. ErrPolicyNotSet when
 	// none was ever set (the built-in defaults apply).
 	PolicyGet(ctx context.Context) (Policy, error)

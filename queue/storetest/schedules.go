@@ -307,6 +307,78 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.Len(t, left, 1)
 		require.Equal(t, "h", left[0].Name)
 	})
+
+	t.Run("ScheduleRunNow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
+			sched("nightly", "30 3 * * *", func(s *jobspec.Spec) { s.Jitter = time.Hour }),
+			sched("many", "30 3 * * *", func(s *jobspec.Spec) { s.Overlap = jobspec.OverlapAllow }),
+		}})
+		require.NoError(t, err)
+		_, err = b.st.SchedulePause(b.ctx, "nightly")
+		require.NoError(t, err)
+		res, err := b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "nightly", WorkerID: "cli"})
+		require.NoError(t, err, "a paused schedule runs on request")
+		require.NotNil(t, res.Job)
+		require.Equal(t, queue.DecisionManual, res.Decision.Decision)
+		require.Equal(t, res.Job.ID, res.Decision.JobID)
+		require.Equal(t, "cli", res.Decision.WorkerID)
+		require.Equal(t, "nightly-20260102T030405Z", res.Job.Name, "its tick is now, to the second")
+		require.True(t, res.Job.NotBefore.IsZero(), "now means now: no jitter")
+		require.Equal(t, "nightly", res.Job.Spec.Labels[queue.ScheduleLabel])
+		b.requireStored(t, *res.Job)
+		s, err := b.st.ScheduleGet(b.ctx, "nightly")
+		require.NoError(t, err)
+		require.Equal(t, queue.DecisionManual, s.LastDecision.Decision)
+		require.Equal(t, res.Job.ID, s.LastJobID)
+
+		// overlap = skip: refused while that instance is queued.
+		b.clock.Advance(time.Second)
+		res, err = b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "nightly"})
+		require.NoError(t, err)
+		require.Nil(t, res.Job)
+		require.Equal(t, queue.DecisionSkippedOverlap, res.Decision.Decision)
+		require.Equal(t, "manual", res.Decision.WorkerID)
+		ds, err := b.st.ScheduleDecisionList(b.ctx, &queue.ScheduleDecisionListParams{Schedule: "nightly"})
+		require.NoError(t, err)
+		require.Equal(t, []string{queue.DecisionSkippedOverlap, queue.DecisionManual}, kinds(ds))
+
+		// overlap = allow: one per second; the same second again is the same name.
+		for range 2 {
+			res, err = b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "many"})
+			require.NoError(t, err)
+			require.NotNil(t, res.Job)
+			b.clock.Advance(time.Second)
+		}
+		b.clock.Advance(-time.Second)
+		_, err = b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "many"})
+		require.ErrorIs(t, err, queue.ErrNameInUse)
+		_, err = b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "ghost"})
+		require.ErrorIs(t, err, queue.ErrScheduleNotFound)
+		s, err = b.st.ScheduleGet(b.ctx, "many")
+		require.NoError(t, err)
+		require.Equal(t, at("2026-01-03T03:30:00Z"), s.NextRun.UTC(), "a manual run leaves the next tick alone")
+	})
+
+	t.Run("ScheduleJitter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.st.ScheduleUpsert(b.ctx, &queue.ScheduleUpsertParams{Specs: []jobspec.Spec{
+			sched("spread", "5 * * * *", func(s *jobspec.Spec) { s.Jitter = 30 * time.Minute }),
+		}})
+		require.NoError(t, err)
+		b.clock.Advance(time.Minute) // 03:05:05
+		res := tick(t, b)
+		require.Len(t, res.Jobs, 1)
+		tk := at("2026-01-02T03:05:00Z")
+		d := queue.TickJitter("spread", tk, 30*time.Minute)
+		require.True(t, res.Jobs[0].NotBefore.Equal(tk.Add(d)), "due at tick + TickJitter: %s", res.Jobs[0].NotBefore)
+		require.Equal(t, []string{queue.DecisionFired}, kinds(res.Decisions), "judged on time by its tick, not its due time")
+		got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w"})
+		require.NoError(t, err)
+		require.Equal(t, d == 0, len(got) == 1, "claimable only once due")
+	})
 }
 
 // tickChildFor is how long each child process runs the scheduler.

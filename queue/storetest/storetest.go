@@ -79,6 +79,9 @@ func RunChild(open Opener) {
 	if os.Getenv(envChild) == "tick" {
 		runTickChild(open) // schedules.go
 	}
+	if os.Getenv(envChild) == "group" {
+		runGroupChild(open) // groups.go
+	}
 	if os.Getenv(envChild) != "claim" {
 		return
 	}
@@ -135,6 +138,7 @@ func Exercise(t *testing.T, open Opener) {
 	exerciseList(t, setup)
 	exerciseSchedules(t, setup)
 	exercisePolicy(t, setup)
+	exerciseGroups(t, setup)
 }
 
 func names(jobs []queue.Job) []string {
