@@ -68,7 +68,7 @@ func (p *GroupLimitSetParams) Check() error {
 		return err
 	}
 	if p.Limit < 0 || p.Limit > MaxGroupLimit {
-		return fmt.Errorf("queue: group %q: limit %d out of range: expected 1 to %d, or 0 to remove it", p.Name, p.Limit, MaxGroupLimit)
+		return fmt.Errorf("%w: group %q: limit %d out of range: expected 1 to %d, or 0 to remove it", ErrInvalid, p.Name, p.Limit, MaxGroupLimit)
 	}
 	return nil
 }
@@ -139,13 +139,21 @@ func NewClaimGate(q QueueState, groups []Group) *ClaimGate {
 	return g
 }
 
+// Limited reports whether Take can refuse a job that Blocked does not
+// exclude (a group with a limit has slots left). When false, a store may
+// take every job its selection returns without calling Take, in one
+// statement.
+func (g *ClaimGate) Limited() bool { return len(g.room) > 0 }
+
 // Paused reports whether the whole queue is paused: the claim takes
 // nothing.
 func (g *ClaimGate) Paused() bool { return g.paused }
 
 // Blocked returns the groups the claim must not take jobs from (paused
-// or full), sorted.
-func (g *ClaimGate) Blocked() []string { return slices.Sorted(maps.Keys(g.block)) }
+// or full), sorted; never nil (an empty list encodes as a JSON array).
+func (g *ClaimGate) Blocked() []string {
+	return append(make([]string, 0, len(g.block)), slices.Sorted(maps.Keys(g.block))...)
+}
 
 // Take admits one more job of group ("" = no group: always admitted) and
 // counts it against the group's limit; false when the group is full or

@@ -103,12 +103,12 @@ type Job struct {
 	// dependency that failed, "canceled", or the pending retry.
 	Reason string
 	// Attempts, oldest first. JobList fills it only with WithAttempts.
-	Attempts        []Attempt
-	AttemptCount    int       // len(Attempts) when loaded; always set
-	MaxAttempts     int       // attempts allowed before failing: Spec.Retries+1 (JobRetry raises it)
-	CreatedAt       time.Time // enqueue time
-	UpdatedAt       time.Time // last state change
-	FinishedAt      time.Time // zero until finished
+	Attempts     []Attempt
+	AttemptCount int       // len(Attempts) when loaded; always set
+	MaxAttempts  int       // attempts allowed before failing: Spec.Retries+1 (JobRetry raises it)
+	CreatedAt    time.Time // enqueue time
+	UpdatedAt    time.Time // last state change
+	FinishedAt   time.Time // zero until finished
 	// StartedAt is when the newest attempt started (its Attempt.StartedAt,
 	// set at claim); zero when the job never ran. Always set, with or
 	// without Attempts.
@@ -214,7 +214,8 @@ type Store interface {
 	// JobSourceGet returns the source text (Job.Source) of job id (an
 	// id, not a name). ErrNotFound.
 	JobSourceGet(ctx context.Context, id string) (string, error)
-	// JobList returns jobs matching every filter, newest first. Its cost
+	// JobList returns jobs matching every filter, newest first (in
+	// enqueue order: the order of CreatedAt, ties broken by enqueue). Its cost
 	// must not grow with the queue for the newest p.Limit jobs without
 	// filters (an index on creation order), and it runs a constant number
 	// of queries whatever the number of jobs (WithAttempts included).

@@ -111,9 +111,10 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, b queue.EnqueueBatch,
 	args := make([]any, 0, len(p.Specs)*insertCols)
 	for i, sp := range p.Specs {
 		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
-		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "))
+		due := queue.DueAt(sp, ts(now))
+		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "), sp.Group, nsOf(due))
 		jobs[i] = queue.Job{ID: ids[i], Name: sp.Name, State: queue.StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
-			MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep}
+			MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep, NotBefore: due}
 	}
 	for len(args) > 0 {
 		n := len(args) / insertCols
@@ -206,7 +207,7 @@ func encodeSpecs(specs []jobspec.Spec) ([][]byte, error) {
 const (
 	insertChunkBig = 1024
 	insertChunk    = 64
-	insertCols     = 12
+	insertCols     = 14
 )
 
 // jobInsBig returns the prepared 1,024-row INSERT, preparing it on first
@@ -227,12 +228,12 @@ func (s *Store) jobInsBig(ctx context.Context) (*sql.Stmt, error) {
 
 func insertJobsSQL(rows int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO jobs (rid, id, name, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on, state) VALUES `)
+	b.WriteString(`INSERT INTO jobs (rid, id, name, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before_ns, state) VALUES `)
 	for i := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,'queued')`)
+		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued')`)
 	}
 	return b.String()
 }

@@ -26,32 +26,32 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		if err := checkPolicy(ctx, tx, p.PolicySHA256); err != nil {
 			return err
 		}
-		var rows *sql.Rows
-		var err error
+		gate, err := s.claimGate(ctx, tx)
+		if err != nil || gate.Paused() {
+			return err
+		}
+		blocked, _ := json.Marshal(gate.Blocked())
+		ids := ""
 		if len(p.JobIDs) > 0 {
-			ids, jerr := json.Marshal(p.JobIDs)
-			if jerr != nil {
-				return fmt.Errorf("sqlite: claim: %w", jerr)
-			}
-			rows, err = tx.StmtContext(ctx, s.stClaimIDs).QueryContext(ctx, p.WorkerID, now+int64(lease), now, string(ids), now, limit)
-		} else {
-			rows, err = tx.StmtContext(ctx, s.stClaimReady).QueryContext(ctx, p.WorkerID, now+int64(lease), now, now, limit)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: claim: %w", err)
-		}
-		var claimed []jobRow
-		for rows.Next() {
-			r, err := scanJob(rows)
+			b, err := json.Marshal(p.JobIDs)
 			if err != nil {
-				rows.Close()
 				return fmt.Errorf("sqlite: claim: %w", err)
 			}
-			claimed = append(claimed, r)
+			ids = string(b)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: claim: %w", err)
+		var claimed []jobRow
+		if !gate.Limited() {
+			// Every job the subquery selects is admitted: one statement.
+			st, args := s.stClaimReady, []any{p.WorkerID, now + int64(lease), now, now, now, string(blocked), limit}
+			if ids != "" {
+				st, args = s.stClaimIDs, []any{p.WorkerID, now + int64(lease), now, now, ids, now, string(blocked), limit}
+			}
+			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+			if claimed, err = scanClaimed(rows, err, claimed); err != nil {
+				return err
+			}
+		} else if claimed, err = s.claimCounted(ctx, tx, gate, ids, p.WorkerID, now, now+int64(lease), limit); err != nil {
+			return err
 		}
 		// RETURNING has no order: hand the jobs out in claim order.
 		slices.SortFunc(claimed, func(a, b jobRow) int {
@@ -70,6 +70,108 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		return nil, err
 	}
 	return out, nil
+}
+
+// claimGate reads the queue's pause and its paused and limited groups,
+// with their running jobs, in the claim's transaction.
+func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, error) {
+	rows, err := s.cached(tx).QueryContext(ctx, claimGroupsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	defer rows.Close()
+	var q queue.QueueState
+	var groups []queue.Group
+	for first := true; rows.Next(); first = false {
+		var g queue.Group
+		var paused int
+		if err := rows.Scan(&g.Name, &g.Limit, &paused, &g.Running); err != nil {
+			return nil, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		if first {
+			q.Paused = paused != 0
+			continue
+		}
+		g.Paused = paused != 0
+		groups = append(groups, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	return queue.NewClaimGate(q, groups), nil
+}
+
+// claimCounted is the claim when a group with a limit has slots left:
+// select candidates, admit them through gate.Take, take the admitted,
+// and select again while a group filled up and jobs are still wanted
+// (queue.ClaimGate gives the rounds).
+func (s *Store) claimCounted(ctx context.Context, tx *sql.Tx, gate *queue.ClaimGate, ids, worker string, now, expires int64, limit int) ([]jobRow, error) {
+	var claimed []jobRow
+	c := s.cached(tx)
+	for len(claimed) < limit {
+		blocked, _ := json.Marshal(gate.Blocked())
+		want := limit - len(claimed)
+		var rows *sql.Rows
+		var err error
+		if ids != "" {
+			rows, err = c.QueryContext(ctx, claimPickIDsSQL, ids, now, string(blocked), want)
+		} else {
+			rows, err = c.QueryContext(ctx, claimPickSQL, now, string(blocked), want)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		var take []int64
+		picked, refused := 0, false
+		for rows.Next() {
+			var rid int64
+			var group string
+			if err := rows.Scan(&rid, &group); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: claim: %w", err)
+			}
+			picked++
+			if gate.Take(group) {
+				take = append(take, rid)
+			} else {
+				refused = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		if len(take) > 0 {
+			b, _ := json.Marshal(take)
+			rows, err := c.QueryContext(ctx, claimRidsUpdSQL, worker, expires, now, now, string(b))
+			if claimed, err = scanClaimed(rows, err, claimed); err != nil {
+				return nil, err
+			}
+		}
+		if !refused || picked < want {
+			break
+		}
+	}
+	return claimed, nil
+}
+
+// scanClaimed appends the rows of a claim's RETURNING to claimed.
+func scanClaimed(rows *sql.Rows, err error, claimed []jobRow) ([]jobRow, error) {
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		claimed = append(claimed, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	return claimed, nil
 }
 
 // LeaseExtend implements Store.

@@ -28,7 +28,7 @@ func (s *Store) JobGet(ctx context.Context, ref string) (queue.Job, error) {
 	if err != nil {
 		return queue.Job{}, err
 	}
-	if err := s.fill(ctx, tx, &r, true, true); err != nil {
+	if err := s.fill(ctx, tx, &r, true, false); err != nil {
 		return queue.Job{}, err
 	}
 	return r.Job, nil
@@ -88,7 +88,9 @@ func (s *Store) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Jo
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created_ns DESC, rid DESC"
+	// rid is assigned in enqueue order under the write lock: newest first
+	// is a backward walk of the table, with no sort and no extra index.
+	q += " ORDER BY rid DESC"
 	if p.Limit > 0 {
 		q += " LIMIT " + strconv.Itoa(p.Limit)
 	}
@@ -114,14 +116,73 @@ func (s *Store) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Jo
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
+	if err := fillAll(ctx, tx, rs, p.WithAttempts, p.WithSource); err != nil {
+		return nil, err
+	}
 	out := make([]queue.Job, 0, len(rs))
 	for i := range rs {
-		if err := s.fill(ctx, tx, &rs[i], p.WithAttempts, p.WithSource); err != nil {
-			return nil, err
-		}
 		out = append(out, rs[i].Job)
 	}
 	return out, nil
+}
+
+// fillAll loads the attempts and sources of rs, one query each whatever
+// the number of jobs (the rows travel as one JSON array argument).
+func fillAll(ctx context.Context, q querier, rs []jobRow, attempts, source bool) error {
+	if len(rs) == 0 || !attempts && !source {
+		return nil
+	}
+	at := make(map[int64]int, len(rs))
+	rids := make([]int64, len(rs))
+	for i, r := range rs {
+		at[r.rid], rids[i] = i, r.rid
+	}
+	if attempts {
+		b, _ := json.Marshal(rids)
+		rows, err := q.QueryContext(ctx, attemptsOfSQL, string(b))
+		if err != nil {
+			return fmt.Errorf("sqlite: attempts: %w", err)
+		}
+		err = scanAttempts(rows, func(rid int64, a queue.Attempt) {
+			r := &rs[at[rid]]
+			r.Attempts = append(r.Attempts, a)
+		})
+		if err != nil {
+			return err
+		}
+		for i := range rs {
+			slices.SortFunc(rs[i].Attempts, func(a, b queue.Attempt) int { return a.Number - b.Number })
+		}
+	}
+	if source {
+		srcIDs := make([]int64, 0, len(rs))
+		for _, r := range rs {
+			srcIDs = append(srcIDs, r.sourceID)
+		}
+		slices.Sort(srcIDs)
+		b, _ := json.Marshal(slices.Compact(srcIDs))
+		rows, err := q.QueryContext(ctx, `SELECT id, text FROM sources WHERE id IN (SELECT value FROM json_each(?))`, string(b))
+		if err != nil {
+			return fmt.Errorf("sqlite: source: %w", err)
+		}
+		defer rows.Close()
+		texts := map[int64]string{}
+		for rows.Next() {
+			var id int64
+			var text string
+			if err := rows.Scan(&id, &text); err != nil {
+				return fmt.Errorf("sqlite: source: %w", err)
+			}
+			texts[id] = text
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: source: %w", err)
+		}
+		for i := range rs {
+			rs[i].Source = texts[rs[i].sourceID]
+		}
+	}
+	return nil
 }
 
 // JobCounts implements Store.

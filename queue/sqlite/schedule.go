@@ -443,7 +443,7 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 					continue // decided before
 				}
 				if d.Instance {
-					j, err := s.insertInstance(ctx, tx, st.Spec, d.Tick, rec.JobID, r.srcID, r.srcPath, now)
+					j, err := s.insertInstance(ctx, tx, queue.InstanceSpec(st.Spec, d.Tick), rec.JobID, r.srcID, r.srcPath, now)
 					if err != nil {
 						return err
 					}
@@ -473,10 +473,9 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 	return res, err
 }
 
-// insertInstance enqueues the instance of a schedule for tick, sharing the
-// schedule's source row.
-func (s *Store) insertInstance(ctx context.Context, tx *sql.Tx, sched jobspec.Spec, tick time.Time, id string, srcID int64, srcPath string, now int64) (queue.Job, error) {
-	sp := queue.InstanceSpec(sched, tick)
+// insertInstance enqueues sp, the instance of a schedule
+// (queue.InstanceSpec), sharing the schedule's source row.
+func (s *Store) insertInstance(ctx context.Context, tx *sql.Tx, sp jobspec.Spec, id string, srcID int64, srcPath string, now int64) (queue.Job, error) {
 	sp.Line = 0
 	specJSON, err := json.Marshal(&sp)
 	if err != nil {
@@ -489,10 +488,89 @@ func (s *Store) insertInstance(ctx context.Context, tx *sql.Tx, sched jobspec.Sp
 	if _, err := tx.ExecContext(ctx, `UPDATE sources SET jobs = jobs + 1 WHERE id = ?`, srcID); err != nil {
 		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
-	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "")
+	due := queue.DueAt(sp, ts(now))
+	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "", sp.Group, nsOf(due))
 	if err != nil {
 		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
 	return queue.Job{ID: id, Name: sp.Name, State: queue.StateQueued, Spec: sp, SourcePath: srcPath, MaxAttempts: sp.Retries + 1,
-		CreatedAt: ts(now), UpdatedAt: ts(now)}, nil
+		CreatedAt: ts(now), UpdatedAt: ts(now), NotBefore: due}, nil
+}
+
+// ScheduleRun implements Store.
+func (s *Store) ScheduleRun(ctx context.Context, p *queue.ScheduleRunParams) (queue.ScheduleRunResult, error) {
+	var res queue.ScheduleRunResult
+	if p == nil || p.Name == "" {
+		return res, fmt.Errorf("%w: empty schedule name", queue.ErrScheduleNotFound)
+	}
+	worker := p.WorkerID
+	if worker == "" {
+		worker = "manual"
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res = queue.ScheduleRunResult{}
+		var spec, lastJob, srcPath string
+		var srcID int64
+		err := tx.QueryRowContext(ctx, `SELECT spec, last_job_id, source_path, source_id FROM schedules WHERE name = ?`, p.Name).Scan(&spec, &lastJob, &srcPath, &srcID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %q", queue.ErrScheduleNotFound, p.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: schedule run: %w", err)
+		}
+		var sched jobspec.Spec
+		if err := json.Unmarshal([]byte(spec), &sched); err != nil {
+			return fmt.Errorf("sqlite: schedule %s: corrupt spec: %w", p.Name, err)
+		}
+		busy := ""
+		if lastJob != "" {
+			var state string
+			err := tx.QueryRowContext(ctx, `SELECT state FROM jobs WHERE id = ?`, lastJob).Scan(&state)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("sqlite: schedule run: %w", err)
+			}
+			if state == string(queue.StateQueued) || state == string(queue.StateRunning) {
+				busy = lastJob
+			}
+		}
+		now := s.now()
+		tick := ts(now).Truncate(time.Second)
+		d := queue.PlanManualRun(sched, busy, tick)
+		rec := queue.ScheduleDecision{Schedule: p.Name, Tick: d.Tick, Decision: d.Decision, Count: d.Count, At: ts(now), WorkerID: worker, Detail: d.Detail}
+		sp := queue.InstanceSpec(sched, tick)
+		sp.RunAt = time.Time{} // now means now: no jitter
+		if d.Instance {
+			held, err := heldNames(ctx, tx, []string{sp.Name})
+			if err != nil {
+				return err
+			}
+			if h, ok := held[sp.Name]; ok {
+				return queue.NameHeldError(sp.Name, h.State, h.ID)
+			}
+			rec.JobID = queue.NewID(ts(now))
+		}
+		res2, err := tx.ExecContext(ctx, `INSERT INTO schedule_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (schedule, tick_ns) DO NOTHING`,
+			rec.Schedule, nsOf(rec.Tick), rec.Decision, rec.Count, rec.JobID, now, rec.WorkerID, rec.Detail)
+		if err != nil {
+			return fmt.Errorf("sqlite: schedule run: %w", err)
+		}
+		if n, _ := res2.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: schedule %q has a decision for %s already; try again in a second", queue.ErrNameInUse, p.Name, tick.Format(time.RFC3339))
+		}
+		res.Decision = rec
+		if !d.Instance {
+			return nil
+		}
+		j, err := s.insertInstance(ctx, tx, sp, rec.JobID, srcID, srcPath, now)
+		if err != nil {
+			return err
+		}
+		res.Job = &j
+		_, err = tx.ExecContext(ctx, `UPDATE schedules SET last_tick_ns = ?, last_job_id = ? WHERE name = ?`, nsOf(tick), j.ID, p.Name)
+		if err != nil {
+			return fmt.Errorf("sqlite: schedule run: %w", err)
+		}
+		return nil
+	})
+	return res, err
 }

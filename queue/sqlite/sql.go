@@ -15,18 +15,38 @@ import (
 
 // Hot statements (TestQueryPlans checks their plans use indexes).
 const (
-	jobByIDSQL      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
-	jobByRidSQL     = `SELECT ` + jobCols + ` FROM jobs WHERE rid = ?`
-	attemptsSQL     = `SELECT number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path, policy_sha256 FROM attempts WHERE job_rid = ? ORDER BY number`
+	jobByIDSQL  = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
+	jobByRidSQL = `SELECT ` + jobCols + ` FROM jobs WHERE rid = ?`
+	attemptCols = `job_rid, number, worker_id, started_ns, ended_ns, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path, policy_sha256`
+	attemptsSQL = `SELECT ` + attemptCols + ` FROM attempts WHERE job_rid = ? ORDER BY number`
+	// attemptsOfSQL reads the attempts of the jobs of a JSON array of rids,
+	// in no particular order (a sort would need a temporary b-tree).
+	attemptsOfSQL   = `SELECT ` + attemptCols + ` FROM json_each(?) AS w CROSS JOIN attempts ON attempts.job_rid = w.value`
 	sourceSQL       = `SELECT text FROM sources WHERE id = ?`
 	closeAttemptSQL = `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`
 	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
 
 	// claimUpdSQL takes the lease of the jobs whose rid is in a subquery
 	// (claimSQL or claimIDsSQL): selecting and updating is one statement.
-	claimUpdSQL  = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, cancel_requested = 0 WHERE rid IN `
-	claimSQL     = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
-	claimIDsSQL  = `SELECT j.rid FROM json_each(?) AS w CROSS JOIN jobs AS j ON j.id = w.value WHERE j.state = 'queued' AND j.deps_pending = 0 AND j.not_before_ns <= ? ORDER BY j.priority DESC, j.created_ns, j.rid LIMIT ?`
+	// The subqueries skip the groups of a json array (paused or full:
+	// queue.ClaimGate.Blocked); claimPickSQL and claimPickIDsSQL return
+	// the candidates with their group, for the claims that must count
+	// each one against a group's limit, and claimRidsSQL takes those
+	// admitted.
+	claimUpdSQL     = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, started_ns = ?, cancel_requested = 0 WHERE rid IN `
+	claimWhere      = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? AND group_name NOT IN (SELECT value FROM json_each(?)) ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimSQL        = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
+	claimPickSQL    = `SELECT rid, group_name FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
+	claimIDsFrom    = ` FROM json_each(?) AS w CROSS JOIN jobs ON jobs.id = w.value WHERE `
+	claimIDsSQL     = `SELECT jobs.rid` + claimIDsFrom + claimWhere
+	claimPickIDsSQL = `SELECT jobs.rid, jobs.group_name` + claimIDsFrom + claimWhere
+	claimRidsUpdSQL = claimUpdSQL + `(SELECT value FROM json_each(?)) RETURNING ` + jobCols
+	// claimGroupsSQL reads what queue.NewClaimGate needs: the queue's
+	// pause, then each paused or limited group with its running count
+	// (from jobs_group).
+	claimGroupsSQL = `SELECT '', 0, coalesce((SELECT paused FROM queue_state WHERE id = 1), 0), 0
+		UNION ALL SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs INDEXED BY jobs_group WHERE group_name = g.name AND group_name != '' AND state IN ('queued','running') AND state = 'running')
+		FROM job_groups AS g WHERE g.max_running > 0 OR g.paused != 0`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
 	failSQL      = `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
 			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?) RETURNING rid, id, name`
@@ -44,9 +64,10 @@ const (
 )
 
 // hotSQL are prepared once when the store opens and used by [cachedTx].
-var hotSQL = []string{jobByIDSQL, jobByRidSQL, attemptsSQL, sourceSQL, closeAttemptSQL, setStateSQL, failSQL, releaseSQL}
+var hotSQL = []string{jobByIDSQL, jobByRidSQL, attemptsSQL, sourceSQL, closeAttemptSQL, setStateSQL, failSQL, releaseSQL,
+	claimGroupsSQL, claimPickSQL, claimPickIDsSQL, claimRidsUpdSQL}
 
-const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path`
+const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path, started_ns`
 
 type jobRow struct {
 	queue.Job
@@ -61,10 +82,11 @@ func scanJob(sc scanner) (jobRow, error) {
 		spec, deps                                 string
 		state                                      string
 		created, updated, finished, notBefore, exp int64
+		started                                    int64
 		cancel                                     int
 	)
 	err := sc.Scan(&r.rid, &r.ID, &r.Name, &state, &spec, &r.sourceID, &r.Reason, &created, &updated, &finished, &notBefore,
-		&r.DepsPending, &r.AttemptCount, &r.MaxAttempts, &r.LeaseOwner, &exp, &cancel, &deps, &r.SourcePath)
+		&r.DepsPending, &r.AttemptCount, &r.MaxAttempts, &r.LeaseOwner, &exp, &cancel, &deps, &r.SourcePath, &started)
 	if err != nil {
 		return r, err
 	}
@@ -75,7 +97,7 @@ func scanJob(sc scanner) (jobRow, error) {
 	if deps != "" {
 		r.DependsOn = strings.Split(deps, " ")
 	}
-	r.CreatedAt, r.UpdatedAt, r.FinishedAt, r.NotBefore, r.LeaseExpiresAt = ts(created), ts(updated), ts(finished), ts(notBefore), ts(exp)
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt, r.NotBefore, r.LeaseExpiresAt, r.StartedAt = ts(created), ts(updated), ts(finished), ts(notBefore), ts(exp), ts(started)
 	r.CancelRequested = cancel != 0
 	return r, nil
 }
@@ -176,17 +198,25 @@ func loadAttempts(ctx context.Context, q querier, rid int64) ([]queue.Attempt, e
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: attempts: %w", err)
 	}
-	defer rows.Close()
 	var out []queue.Attempt
+	err = scanAttempts(rows, func(_ int64, a queue.Attempt) { out = append(out, a) })
+	return out, err
+}
+
+// scanAttempts reads rows of attemptCols (job_rid first) into add, and
+// closes rows.
+func scanAttempts(rows *sql.Rows, add func(rid int64, a queue.Attempt)) error {
+	defer rows.Close()
 	for rows.Next() {
 		var (
 			a              queue.Attempt
+			rid            int64
 			started, ended int64
 			exit           sql.NullInt64
 			argv, trail    string
 		)
-		if err := rows.Scan(&a.Number, &a.WorkerID, &started, &ended, &a.Outcome, &exit, &a.Signal, &a.Reason, &argv, &trail, &a.StdoutPath, &a.StderrPath, &a.PolicySHA256); err != nil {
-			return nil, fmt.Errorf("sqlite: attempts: %w", err)
+		if err := rows.Scan(&rid, &a.Number, &a.WorkerID, &started, &ended, &a.Outcome, &exit, &a.Signal, &a.Reason, &argv, &trail, &a.StdoutPath, &a.StderrPath, &a.PolicySHA256); err != nil {
+			return fmt.Errorf("sqlite: attempts: %w", err)
 		}
 		a.StartedAt, a.EndedAt = ts(started), ts(ended)
 		if exit.Valid {
@@ -199,9 +229,12 @@ func loadAttempts(ctx context.Context, q querier, rid int64) ([]queue.Attempt, e
 		if trail != "" {
 			a.Trail = json.RawMessage(trail)
 		}
-		out = append(out, a)
+		add(rid, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: attempts: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) fill(ctx context.Context, q querier, r *jobRow, attempts, source bool) error {

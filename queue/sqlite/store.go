@@ -35,7 +35,7 @@ type Options struct {
 const BusyTimeoutDefault = 10 * time.Second
 
 // SchemaVersion is the schema the store writes (PRAGMA user_version).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Store is the embedded [queue.Store]: one SQLite file in WAL mode, shared
 // safely by many goroutines and many processes on one machine (not over a
@@ -88,11 +88,17 @@ CREATE TABLE IF NOT EXISTS jobs (
 	spec             TEXT NOT NULL,
 	source_id        INTEGER NOT NULL,
 	source_path      TEXT NOT NULL DEFAULT '',
-	depends_on       TEXT NOT NULL DEFAULT ''
+	depends_on       TEXT NOT NULL DEFAULT '',
+	group_name       TEXT NOT NULL DEFAULT '', -- spec.group
+	started_ns       INTEGER NOT NULL DEFAULT 0 -- the newest attempt's start
 );
--- Ready jobs in claim order; not_before_ns makes the index covering.
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns)
+-- Ready jobs in claim order; not_before_ns and group_name make the index
+-- covering for the claim's filters.
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns, group_name)
 	WHERE state = 'queued' AND deps_pending = 0;
+-- Queued and running jobs of a group, by state: running counts for the
+-- claim, and GroupList. Queries repeat the WHERE terms to use it.
+CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_name, state) WHERE group_name != '' AND state IN ('queued','running');
 CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_ns) WHERE name != '';
 CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_ns) WHERE state = 'running';
 -- Finished jobs (finished_ns > 0 exactly when the state is terminal), with
@@ -126,6 +132,18 @@ CREATE TABLE IF NOT EXISTS attempts (
 	policy_sha256 TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (job_rid, number)
 ) WITHOUT ROWID;
+-- Groups with a limit or a pause (queue.Group); other groups have no row.
+CREATE TABLE IF NOT EXISTS job_groups (
+	name        TEXT PRIMARY KEY,
+	max_running INTEGER NOT NULL DEFAULT 0, -- 0 = unlimited
+	paused      INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+-- The queue-wide switches (queue.QueueState); one row once set.
+CREATE TABLE IF NOT EXISTS queue_state (
+	id        INTEGER PRIMARY KEY CHECK (id = 1),
+	paused    INTEGER NOT NULL DEFAULT 0,
+	paused_ns INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS policy (
 	id     INTEGER PRIMARY KEY CHECK (id = 1),
 	source TEXT NOT NULL,
@@ -250,6 +268,30 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		if has == 0 {
 			if _, err := tx.ExecContext(ctx, `ALTER TABLE attempts ADD COLUMN policy_sha256 TEXT NOT NULL DEFAULT ''`); err != nil {
+				return err
+			}
+		}
+	}
+	if v > 0 && v < 5 {
+		// Version 5 keeps each job's group and newest start in columns,
+		// and adds group_name to the claim's covering index.
+		for col, def := range map[string]string{"group_name": `TEXT NOT NULL DEFAULT ''`, "started_ns": `INTEGER NOT NULL DEFAULT 0`} {
+			var has int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('jobs') WHERE name = ?`, col).Scan(&has); err != nil {
+				return err
+			}
+			if has == 0 {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE jobs ADD COLUMN `+col+` `+def); err != nil {
+					return err
+				}
+			}
+		}
+		for _, q := range []string{
+			`UPDATE jobs SET group_name = coalesce(json_extract(spec, '$.group'), '') WHERE json_extract(spec, '$.group') IS NOT NULL`,
+			`UPDATE jobs SET started_ns = coalesce((SELECT max(started_ns) FROM attempts WHERE job_rid = jobs.rid), 0) WHERE attempts > 0`,
+			`DROP INDEX IF EXISTS jobs_ready`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
 		}
