@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,16 +129,23 @@ func (c *Cron) Every() time.Duration { return c.every }
 // An @every D schedule ticks at every whole multiple of D since the Unix
 // epoch (so "@every 1h" ticks on the hour, UTC), whatever the zone.
 //
-// Other schedules match wall-clock minutes in loc. Each matching wall-clock
-// minute m becomes one instant: the first instant whose wall-clock time is
-// at or after m. So:
+// Other schedules match wall-clock minutes in loc:
 //
 //   - a time that does not exist (skipped when clocks spring forward) runs
 //     once, at the first instant after the gap (02:30 on a day New York
 //     jumps from 02:00 to 03:00 runs at 03:00 EDT; several skipped matches
 //     of one gap run once);
-//   - a time that happens twice (clocks fall back) runs once, at its first
-//     occurrence (01:30 EDT, not again at 01:30 EST).
+//   - a time that happens twice (clocks fall back) runs once, at its
+//     first occurrence, when the hour field is a single value (a
+//     fixed-time schedule: "30 1 * * *" runs at 01:30 EDT, not again at
+//     01:30 EST);
+//   - when the hour field matches several hours (an interval-style
+//     schedule: "*/15 * * * *", "0 */2 * * *", @hourly) it runs at every
+//     matching instant of elapsed time, both occurrences of the repeated
+//     hour included: "*/15 * * * *" runs at 01:00, 01:15, 01:30, 01:45 EDT
+//     and again at 01:00 ... 01:45 EST, with no 75-minute gap. This is
+//     Vixie cron's split between wildcard and fixed-time jobs (cron(8),
+//     "Daylight Saving Time and other time changes").
 //
 // Next returns the zero time when nothing matches in the next nine years
 // (ParseCron refuses such expressions, so only a far-off t can see it).
@@ -157,6 +165,9 @@ func (c *Cron) Next(t time.Time, loc *time.Location) time.Time {
 	// Wall-clock minute of t, as a UTC time (the "civil" scale), then scan
 	// matching civil minutes after it.
 	cv := wallOf(t.In(loc)).Truncate(time.Minute).Add(time.Minute)
+	if c.interval() && fallBackNear(t, loc) {
+		return c.nextThroughFold(t, cv, loc)
+	}
 	for range 4 * 24 * 60 { // candidates mapping to <= t are few (one fall-back hour)
 		m, ok := c.nextCivil(cv)
 		if !ok {
@@ -168,6 +179,80 @@ func (c *Cron) Next(t time.Time, loc *time.Location) time.Time {
 		cv = m.Add(time.Minute)
 	}
 	return time.Time{}
+}
+
+// maxFold bounds how far clocks go back at once anywhere (an hour in most
+// zones, 30 minutes on Lord Howe Island; two hours at most in the tz
+// database), with a margin.
+const maxFold = 3 * time.Hour
+
+// interval reports whether the hour field matches more than one hour: the
+// schedule runs through a repeated hour (see [Cron.Next]).
+func (c *Cron) interval() bool { return bits.OnesCount64(c.hour&(1<<24-1)) > 1 }
+
+// fallBackNear reports whether loc's clocks go back within two days after
+// t (or went back at most maxFold before it).
+func fallBackNear(t time.Time, loc *time.Location) bool {
+	x := t.Add(-maxFold)
+	for range 4 {
+		xl := x.In(loc)
+		_, off := xl.Zone()
+		_, end := xl.ZoneBounds()
+		if end.IsZero() || end.After(t.Add(48*time.Hour)) {
+			return false
+		}
+		if _, after := end.In(loc).Zone(); after < off {
+			return true
+		}
+		x = end
+	}
+	return false
+}
+
+// nextThroughFold is Next for an interval schedule near a fall-back: every
+// instant whose wall reading matches counts, so the civil scan starts
+// maxFold before t's reading (a repeated minute can be after t) and takes
+// the earliest instant after t among all readings of each matching minute.
+func (c *Cron) nextThroughFold(t, cv time.Time, loc *time.Location) time.Time {
+	var best, bestWall time.Time
+	cv = cv.Add(-maxFold)
+	for range 4 * 24 * 60 {
+		m, ok := c.nextCivil(cv)
+		if !ok || !best.IsZero() && m.After(bestWall.Add(maxFold)) {
+			break
+		}
+		for _, at := range instantsOf(m, loc) {
+			if at.After(t) && (best.IsZero() || at.Before(best)) {
+				best, bestWall = at, m
+			}
+		}
+		cv = m.Add(time.Minute)
+	}
+	return best
+}
+
+// instantsOf returns every instant whose wall reading in loc is the civil
+// minute m (two in a repeated hour), or, for a minute in a gap, the first
+// instant after it.
+func instantsOf(m time.Time, loc *time.Location) []time.Time {
+	var out []time.Time
+	seen := map[int]bool{}
+	for _, probe := range []time.Duration{-26 * time.Hour, -maxFold, 0, maxFold, 26 * time.Hour} {
+		_, off := m.Add(probe).In(loc).Zone()
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		cand := m.Add(-time.Duration(off) * time.Second)
+		if wallOf(cand.In(loc)).Equal(m) {
+			out = append(out, cand.In(loc))
+		}
+	}
+	if len(out) == 0 {
+		return []time.Time{firstAtOrAfter(m, loc)}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return slices.CompactFunc(out, time.Time.Equal)
 }
 
 // wallOf returns t's wall-clock reading in its location, as a UTC time.
