@@ -183,3 +183,47 @@ func TestPagesWrittenPerOperation(t *testing.T) {
 	require.LessOrEqual(t, finish, 5.0)
 	require.LessOrEqual(t, enqueue, 720, "the old index on state made it about 745")
 }
+
+// TestMigrateFromV4 opens a version-4 file (no groups, no pauses, no
+// started_ns) holding a job that ran: the migration keeps its jobs, fills
+// each job's newest start from its attempts, and puts group_name in the
+// claim's index. A file newer than this paddock is refused, untouched.
+func TestMigrateFromV4(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	st, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "ran", Command: []string{"true"}}, {Name: "waits", Command: []string{"true"}}}})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = st.w.ExecContext(ctx, `DROP INDEX jobs_group; DROP INDEX jobs_ready;
+		ALTER TABLE jobs DROP COLUMN group_name; ALTER TABLE jobs DROP COLUMN started_ns;
+		DROP TABLE job_groups; DROP TABLE queue_state;
+		CREATE INDEX jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns) WHERE state = 'queued' AND deps_pending = 0;
+		PRAGMA user_version = 4`)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	st, err = Open(ctx, path, Options{})
+	require.NoError(t, err)
+	j, err := st.JobGet(ctx, "ran")
+	require.NoError(t, err)
+	require.Len(t, j.Attempts, 1)
+	require.Equal(t, j.Attempts[0].StartedAt, j.StartedAt, "filled from the attempts")
+	var def string
+	require.NoError(t, st.w.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'jobs_ready'`).Scan(&def))
+	require.Contains(t, def, "group_name")
+	require.NoError(t, st.QueuePause(ctx, &queue.QueuePauseParams{Group: "g"}))
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"waits"}, []string{got[0].Name})
+	_, err = st.w.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(SchemaVersion+1))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	_, err = Open(ctx, path, Options{})
+	require.ErrorContains(t, err, "newer than this paddock")
+}
