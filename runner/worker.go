@@ -247,6 +247,13 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			if err == nil && counts[queue.StateQueued] == 0 && counts[queue.StateRunning] == 0 {
 				break
 			}
+			if err == nil && counts[queue.StateRunning] == 0 {
+				if why := drainBlocked(ctx, w.o.Store, counts[queue.StateQueued]); why != "" {
+					policyErr = fmt.Errorf("%w: %s", ErrDrainPaused, why)
+					log.Error("cannot drain", "err", policyErr)
+					break
+				}
+			}
 		}
 		if claimed > 0 && claimed == free {
 			continue // there may be more ready; a slot frees on done
@@ -280,6 +287,39 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.summary, policyErr
+}
+
+// ErrDrainPaused: Run with Drain found queued jobs that no claim can take
+// because the queue, or every group they wait in, is paused; it returns
+// instead of waiting for a resume that may never come.
+var ErrDrainPaused = errors.New("runner: the queue cannot drain while paused")
+
+// drainBlocked says why the queued jobs (none running) cannot be
+// claimed: the queue is paused, or each of them is in a paused group.
+// "" when some could be claimed (or the store cannot say).
+func drainBlocked(ctx context.Context, st queue.Store, queued int) string {
+	q, err := st.QueueGet(ctx)
+	if err != nil {
+		return ""
+	}
+	if q.Paused {
+		return fmt.Sprintf("the queue is paused (since %s) with %d job(s) queued: run `paddock resume`", q.PausedAt.UTC().Format(time.RFC3339), queued)
+	}
+	groups, err := st.GroupList(ctx, &queue.GroupListParams{})
+	if err != nil {
+		return ""
+	}
+	held, names := 0, []string{}
+	for _, g := range groups {
+		if g.Paused && g.Queued > 0 {
+			held += g.Queued
+			names = append(names, g.Name)
+		}
+	}
+	if held > 0 && held == queued {
+		return fmt.Sprintf("every queued job is in a paused group (%s): run `paddock resume --group NAME`", strings.Join(names, ", "))
+	}
+	return ""
 }
 
 // recoverLeases takes back the jobs of workers whose leases expired, and

@@ -50,33 +50,35 @@ See docs/job-files.md, "Schedules".`,
 		newSchedulesStateCommand(gopts, "rm", "Delete a schedule and its decision log; its instances stay as ordinary jobs"),
 		newSchedulesNextCommand(gopts),
 		newSchedulesLogCommand(gopts),
+		newSchedulesRunCommand(gopts),
 	)
 	return cmd
 }
 
 // scheduleRow is one schedule as `paddock schedules` prints it.
 type scheduleRow struct {
-	MessageType        string `json:"message_type"`
-	Name               string `json:"name"`
-	Expression         string `json:"expression"`
-	Timezone           string `json:"timezone"`
-	Paused             bool   `json:"paused"`
-	NextRun            string `json:"next_run,omitempty"` // RFC 3339 in the schedule's zone; "" while paused
-	LastRun            string `json:"last_run,omitempty"` // tick of the newest instance
-	LastJobID          string `json:"last_job_id,omitempty"`
-	LastJobState       string `json:"last_job_state,omitempty"`
-	LastDecision       string `json:"last_decision,omitempty"`
-	LastDecisionDetail string `json:"last_decision_detail,omitempty"`
-	Overlap            string `json:"overlap"`
-	Missed             string `json:"missed"`
-	MissedGraceSeconds int64  `json:"missed_grace_seconds"`
-	SourcePath         string `json:"source_path,omitempty"`
+	MessageType        string  `json:"message_type"`
+	Name               string  `json:"name"`
+	Expression         string  `json:"expression"`
+	Timezone           string  `json:"timezone"`
+	Paused             bool    `json:"paused"`
+	NextRun            string  `json:"next_run,omitempty"` // RFC 3339 in the schedule's zone; "" while paused
+	LastRun            string  `json:"last_run,omitempty"` // tick of the newest instance
+	LastJobID          string  `json:"last_job_id,omitempty"`
+	LastJobState       string  `json:"last_job_state,omitempty"`
+	LastDecision       string  `json:"last_decision,omitempty"`
+	LastDecisionDetail string  `json:"last_decision_detail,omitempty"`
+	Overlap            string  `json:"overlap"`
+	Missed             string  `json:"missed"`
+	MissedGraceSeconds int64   `json:"missed_grace_seconds"`
+	JitterSeconds      float64 `json:"jitter_seconds,omitempty"` // the most each instance waits after its tick
+	SourcePath         string  `json:"source_path,omitempty"`
 }
 
 func scheduleRowOf(s queue.Schedule, messageType string) scheduleRow {
 	r := scheduleRow{MessageType: messageType, Name: s.Name, Expression: s.Spec.Schedule, Timezone: s.Location().String(),
 		Paused: s.Paused, LastJobID: s.LastJobID, LastJobState: string(s.LastJobState), SourcePath: s.SourcePath,
-		Overlap: s.Spec.Overlap, Missed: s.Spec.Missed, MissedGraceSeconds: int64(s.Spec.MissedGrace / time.Second)}
+		Overlap: s.Spec.Overlap, Missed: s.Spec.Missed, MissedGraceSeconds: int64(s.Spec.MissedGrace / time.Second), JitterSeconds: s.Spec.Jitter.Seconds()}
 	if r.Overlap == "" {
 		r.Overlap = jobspec.OverlapSkip
 	}

@@ -19,15 +19,31 @@ import (
 	"paddock/queue"
 )
 
+// ShowOptions are the flags of `paddock show`.
+type ShowOptions struct {
+	// Source prints the job file the job came from (the whole file, as
+	// submitted) instead of the job. Reading it costs as much as the file
+	// is large, so show leaves it out otherwise.
+	Source bool
+}
+
+// AddFlags registers the show flags.
+func (o *ShowOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.Source, "source", false, "print the job file as submitted (the whole file, shared by its batch) instead of the job; --json: a job_source object")
+}
+
 func newShowCommand(gopts *GlobalOptions) *cobra.Command {
-	return &cobra.Command{
+	var opts ShowOptions
+	cmd := &cobra.Command{
 		Use:   "show ID|NAME",
 		Short: "Show a job: spec, state, every attempt with its confined argv, hook decision trail and log paths",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShow(cmd.Context(), cmd, gopts, args[0])
+			return runShow(cmd.Context(), cmd, opts, gopts, args[0])
 		},
 	}
+	opts.AddFlags(cmd)
+	return cmd
 }
 
 // attemptView is an attempt as `paddock show --json` prints it.
@@ -60,6 +76,9 @@ type jobView struct {
 	CreatedAt       time.Time     `json:"created_at"`
 	UpdatedAt       time.Time     `json:"updated_at"`
 	NotBefore       *time.Time    `json:"not_before,omitempty"`
+	StartedAt       *time.Time    `json:"started_at,omitempty"`  // the newest attempt's start
+	FinishedAt      *time.Time    `json:"finished_at,omitempty"` // when it reached a final state
+	Waiting         string        `json:"waiting,omitempty"`     // why a queued job is not claimed (queue.Waiting)
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
 	SourcePath      string        `json:"source_path,omitempty"`
 	Spec            specView      `json:"spec"`
@@ -78,13 +97,18 @@ type specView struct {
 	Timeout            *struct{} `json:"timeout,omitempty"`
 	Backoff            *struct{} `json:"backoff,omitempty"`
 	MissedGrace        *struct{} `json:"missed_grace,omitempty"`
+	Delay              *struct{} `json:"delay,omitempty"`
+	Jitter             *struct{} `json:"jitter,omitempty"`
 	TimeoutSeconds     float64   `json:"timeout_seconds,omitempty"`
 	BackoffSeconds     float64   `json:"backoff_seconds,omitempty"`
 	MissedGraceSeconds float64   `json:"missed_grace_seconds,omitempty"`
+	DelaySeconds       float64   `json:"delay_seconds,omitempty"`
+	JitterSeconds      float64   `json:"jitter_seconds,omitempty"`
 }
 
 func specViewOf(s jobspec.Spec) specView {
-	return specView{Spec: s, TimeoutSeconds: s.Timeout.Seconds(), BackoffSeconds: s.Backoff.Seconds(), MissedGraceSeconds: s.MissedGrace.Seconds()}
+	return specView{Spec: s, TimeoutSeconds: s.Timeout.Seconds(), BackoffSeconds: s.Backoff.Seconds(), MissedGraceSeconds: s.MissedGrace.Seconds(),
+		DelaySeconds: s.Delay.Seconds(), JitterSeconds: s.Jitter.Seconds()}
 }
 
 func viewOf(j queue.Job) jobView {
@@ -94,6 +118,14 @@ func viewOf(j queue.Job) jobView {
 	if !j.NotBefore.IsZero() && j.State == queue.StateQueued {
 		nb := j.NotBefore
 		v.NotBefore = &nb
+	}
+	if !j.StartedAt.IsZero() {
+		t := j.StartedAt
+		v.StartedAt = &t
+	}
+	if !j.FinishedAt.IsZero() {
+		t := j.FinishedAt
+		v.FinishedAt = &t
 	}
 	for _, a := range j.Attempts {
 		av := attemptView{Number: a.Number, WorkerID: a.WorkerID, StartedAt: a.StartedAt, Outcome: a.Outcome,
@@ -112,7 +144,7 @@ func viewOf(j queue.Job) jobView {
 	return v
 }
 
-func runShow(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, ref string) error {
+func runShow(ctx context.Context, cmd *cobra.Command, opts ShowOptions, gopts *GlobalOptions, ref string) error {
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
@@ -123,7 +155,23 @@ func runShow(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, ref 
 		return err
 	}
 	out := cmd.OutOrStdout()
+	if opts.Source {
+		src, err := a.store.JobSourceGet(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		if gopts.JSON {
+			return writeJSON(out, map[string]string{"message_type": "job_source", "id": j.ID, "source_path": j.SourcePath, "source": src})
+		}
+		_, err = io.WriteString(out, src)
+		return err
+	}
 	v := viewOf(j)
+	waiting, err := waitingOf(ctx, a.store, []queue.Job{j})
+	if err != nil {
+		return err
+	}
+	v.Waiting = waiting[j.ID]
 	if gopts.JSON {
 		return writeJSON(out, v)
 	}
@@ -186,6 +234,7 @@ func printSpec(w io.Writer, s jobspec.Spec) {
 		{"labels", pairs(s.Labels)},
 		{"hooks", strings.Join(s.Hooks, ", ")},
 		{"after", strings.Join(s.After, ", ")},
+		{"group", s.Group},
 	} {
 		if f.value != "" {
 			line(f.key, f.value)
@@ -206,6 +255,15 @@ func printSpec(w io.Writer, s jobspec.Spec) {
 	if s.Priority != 0 {
 		line("priority", strconv.Itoa(s.Priority))
 	}
+	if !s.RunAt.IsZero() {
+		line("run_at", s.RunAt.Format(time.RFC3339))
+	}
+	if s.Delay > 0 {
+		line("delay", s.Delay.String())
+	}
+	if s.Jitter > 0 {
+		line("jitter", s.Jitter.String())
+	}
 }
 
 func printShow(w io.Writer, v jobView) {
@@ -217,9 +275,18 @@ func printShow(w io.Writer, v jobView) {
 	if v.CancelRequested {
 		fmt.Fprintf(w, "cancel    requested\n")
 	}
+	if v.Waiting != "" {
+		fmt.Fprintf(w, "waiting   %s\n", v.Waiting)
+	}
 	fmt.Fprintf(w, "created   %s\n", v.CreatedAt.Format(time.RFC3339))
 	if v.NotBefore != nil {
 		fmt.Fprintf(w, "not before %s\n", v.NotBefore.Format(time.RFC3339))
+	}
+	if v.StartedAt != nil {
+		fmt.Fprintf(w, "started   %s\n", v.StartedAt.Format(time.RFC3339))
+	}
+	if v.FinishedAt != nil {
+		fmt.Fprintf(w, "finished  %s\n", v.FinishedAt.Format(time.RFC3339))
 	}
 	if v.SourcePath != "" {
 		fmt.Fprintf(w, "file      %s\n", v.SourcePath)

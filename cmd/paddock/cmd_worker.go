@@ -248,6 +248,9 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if errors.Is(err, runner.ErrPolicyMismatch) {
 		return &usageError{err}
 	}
+	if errors.Is(err, runner.ErrDrainPaused) {
+		return &exitCodeError{code: exitFailure, err: err}
+	}
 	if err != nil {
 		return err
 	}

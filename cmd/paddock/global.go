@@ -69,6 +69,9 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newConfineCommand(gopts),
 		newHookCommand(gopts),
 		newSchedulesCommand(gopts),
+		newGroupsCommand(gopts),
+		newPauseCommand(gopts),
+		newResumeCommand(gopts),
 		newPolicyCommand(gopts),
 		newVersionCommand(gopts),
 	)

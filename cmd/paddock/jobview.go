@@ -27,11 +27,43 @@ type jobRow struct {
 	Outcome         string  `json:"outcome,omitempty"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	Reason          string  `json:"reason,omitempty"`
+
+	// Group is the job's group ("" = none).
+	Group string `json:"group,omitempty"`
+	// Created, Started (the newest attempt's start) and Finished are RFC
+	// 3339 UTC times with nanoseconds; Started and Finished are null
+	// until they happen.
+	Created  string  `json:"created"`
+	Started  *string `json:"started"`
+	Finished *string `json:"finished"`
+	// Due is when a queued job that is not claimable yet becomes so
+	// (run_at, delay, retry backoff); absent otherwise.
+	Due *string `json:"due,omitempty"`
+	// Waiting says why a queued job is not claimed (queue.Waiting):
+	// "group repo-x full (1/1)", "queue paused", "due ..."; set by ls.
+	Waiting string `json:"waiting,omitempty"`
+}
+
+// nanoRFC3339 is RFC 3339 with all nine digits of nanoseconds, so times
+// sort as text.
+const nanoRFC3339 = "2006-01-02T15:04:05.000000000Z07:00"
+
+// timeText formats t in UTC with nanoRFC3339; nil for the zero time.
+func timeText(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(nanoRFC3339)
+	return &s
 }
 
 // rowOf summarises j from its last attempt.
 func rowOf(j queue.Job, messageType string) jobRow {
-	r := jobRow{MessageType: messageType, ID: j.ID, Name: j.Name, State: string(j.State), AttemptCount: j.AttemptCount, Reason: j.Reason}
+	r := jobRow{MessageType: messageType, ID: j.ID, Name: j.Name, State: string(j.State), AttemptCount: j.AttemptCount, Reason: j.Reason,
+		Group: j.Spec.Group, Created: *timeText(j.CreatedAt), Started: timeText(j.StartedAt), Finished: timeText(j.FinishedAt)}
+	if j.State == queue.StateQueued && j.NotBefore.After(time.Now()) {
+		r.Due = timeText(j.NotBefore)
+	}
 	if n := len(j.Attempts); n > 0 {
 		last := j.Attempts[n-1]
 		r.ExitCode, r.Signal, r.Outcome = last.ExitCode, last.Signal, last.Outcome
@@ -67,8 +99,10 @@ func printJobLine(w io.Writer, j queue.Job, asJSON bool, messageType string) {
 	fmt.Fprintf(w, "%s\t%s\t%s\texit=%s\t%.2fs\t%s\n", r.ID, r.Name, r.State, r.exitText(), r.DurationSeconds, oneLine(r.Reason, 100))
 }
 
-// printJobTable prints jobs as an aligned table with a header.
-func printJobTable(w io.Writer, jobs []queue.Job) {
+// printJobTable prints jobs as an aligned table with a header; waiting
+// gives, by job id, why a queued job is not claimed (it replaces the
+// reason).
+func printJobTable(w io.Writer, jobs []queue.Job, waiting map[string]string) {
 	rows := [][]string{{"ID", "NAME", "STATE", "EXIT", "DURATION", "TRIES", "REASON"}}
 	for _, j := range jobs {
 		r := rowOf(j, "")
@@ -76,9 +110,48 @@ func printJobTable(w io.Writer, jobs []queue.Job) {
 		if r.AttemptCount > 0 {
 			dur = fmt.Sprintf("%.2fs", r.DurationSeconds)
 		}
-		rows = append(rows, []string{r.ID, r.Name, r.State, r.exitText(), dur, fmt.Sprint(r.AttemptCount), oneLine(r.Reason, 80)})
+		reason := r.Reason
+		if why := waiting[j.ID]; why != "" {
+			reason = "waiting: " + why
+		}
+		rows = append(rows, []string{r.ID, r.Name, r.State, r.exitText(), dur, fmt.Sprint(r.AttemptCount), oneLine(reason, 80)})
 	}
 	printTable(w, rows)
+}
+
+// waitingOf says, by job id, why each queued job of jobs is not claimed
+// (queue.Waiting), from two reads of the store whatever the number of
+// jobs: the queue's state and its groups. Empty when none is queued.
+func waitingOf(ctx context.Context, st queue.Store, jobs []queue.Job) (map[string]string, error) {
+	out := map[string]string{}
+	var names []string
+	for _, j := range jobs {
+		if j.State == queue.StateQueued {
+			names = append(names, j.Spec.Group)
+		}
+	}
+	if names == nil {
+		return out, nil
+	}
+	q, err := st.QueueGet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := st.GroupList(ctx, &queue.GroupListParams{})
+	if err != nil {
+		return nil, err
+	}
+	groups := make(map[string]queue.Group, len(gs))
+	for _, g := range gs {
+		groups[g.Name] = g
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		if why := queue.Waiting(j, q, groups, now); why != "" {
+			out[j.ID] = why
+		}
+	}
+	return out, nil
 }
 
 // printTable prints rows (the first is the header) as aligned columns;
