@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -128,12 +131,17 @@ func (b *bench) queue(ctx context.Context) error {
 	b.add("queue", "enqueue a 10,000-job batch", "ms", enq10k, "", "one transaction")
 
 	// One store grown to 100,000 queued jobs; single-job enqueues are
-	// timed on the empty store and on the full one, claims on the full one.
-	dir, err := b.dir("queue-100k")
+	// timed on the empty store and on the full one, claims on the full
+	// one. It is a paddock state directory, so that the reads below run
+	// the real binary on it.
+	big, err := b.newInstall("queue-100k", "")
 	if err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
+	if err := os.MkdirAll(big.state, 0o700); err != nil {
+		return err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(big.state, "paddock.db"), sqlite.Options{})
 	if err != nil {
 		return err
 	}
@@ -171,26 +179,156 @@ func (b *bench) queue(ctx context.Context) error {
 		return err
 	}
 	b.add("queue", "enqueue 1 job, 100,000 queued", "µs", full, "enqueue 1 job, queue empty", fmt.Sprintf("median of %d per run; ratio = flatness", ops))
-	var claims, claimsP99 []float64
-	for range b.o.runs {
+	// Claims, in turn within each run: plain; with a group limit in force
+	// (a limited group with slots left makes the claim count each job
+	// against it: the claim's second form); with 1,000 jobs of a full
+	// group ahead of every other in claim order (the claim walks past
+	// them in the index).
+	claimOnce := func() (float64, error) {
+		t0 := time.Now()
+		jobs, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "bench", Limit: 1, Lease: time.Minute})
+		if err != nil {
+			return 0, err
+		}
+		if len(jobs) != 1 {
+			return 0, fmt.Errorf("claim returned %d jobs", len(jobs))
+		}
+		return float64(time.Since(t0).Nanoseconds()) / 1e3, nil
+	}
+	claimRun := func() ([]float64, error) {
 		d := make([]float64, 0, ops)
 		for range ops {
-			t0 := time.Now()
-			jobs, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "bench", Limit: 1, Lease: time.Minute})
+			us, err := claimOnce()
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if len(jobs) != 1 {
-				return fmt.Errorf("claim returned %d jobs", len(jobs))
-			}
-			d = append(d, float64(time.Since(t0).Nanoseconds())/1e3)
+			d = append(d, us)
 		}
 		slices.Sort(d)
+		return d, nil
+	}
+	limit := func(name string, n int) error {
+		_, err := st.GroupLimitSet(ctx, &queue.GroupLimitSetParams{Name: name, Limit: n})
+		return err
+	}
+	var claims, claimsP99, limited, blocked []float64
+	for r := range b.o.runs {
+		d, err := claimRun()
+		if err != nil {
+			return err
+		}
 		claims = append(claims, median(d))
 		claimsP99 = append(claimsP99, percentile(d, 99))
+		if err := limit("bench-room", 1_000_000); err != nil {
+			return err
+		}
+		if d, err = claimRun(); err != nil {
+			return err
+		}
+		limited = append(limited, median(d))
+		if err := limit("bench-room", 0); err != nil {
+			return err
+		}
+		full := batch(1_000, fmt.Sprintf("gpu%d-", r))
+		for i := range full {
+			full[i].Group, full[i].Priority = fmt.Sprintf("gpu%d", r), 1
+		}
+		if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: full, Source: "bench"}); err != nil {
+			return err
+		}
+		if err := limit(fmt.Sprintf("gpu%d", r), 1); err != nil {
+			return err
+		}
+		if _, err := claimOnce(); err != nil { // takes the group's one slot
+			return err
+		}
+		if d, err = claimRun(); err != nil {
+			return err
+		}
+		blocked = append(blocked, median(d))
+		// Out of the next run's way.
+		left, err := st.JobList(ctx, &queue.JobListParams{NameGlob: fmt.Sprintf("gpu%d-*", r), States: []queue.JobState{queue.StateQueued}})
+		if err != nil {
+			return err
+		}
+		for _, j := range left {
+			if _, err := st.JobCancel(ctx, j.ID); err != nil {
+				return err
+			}
+		}
 	}
 	b.add("queue", "claim 1 job, 100,000 queued, p50", "µs", claims, "", "")
 	b.add("queue", "claim 1 job, 100,000 queued, p99", "µs", claimsP99, "", fmt.Sprintf("%d claims per run", ops))
+	b.add("queue", "claim 1 job, 100,000 queued, a group limit with room, p50", "µs", limited, "claim 1 job, 100,000 queued, p50", "the claim counts each job against the limit")
+	b.add("queue", "claim 1 job, 100,000 queued, 999 of a full group first, p50", "µs", blocked, "claim 1 job, 100,000 queued, p50", "the claim walks past them in its index")
+	return b.queueReads(ctx, big)
+}
+
+// queueReads times the reads a user runs, through the real binary: ls
+// (the newest 50), show and ls --json --limit 0 on the 100,000-job state
+// directory of big, against ls and show on a 1-job one, in turn. The job
+// shown came from a 5 MB job file, which show does not read.
+func (b *bench) queueReads(ctx context.Context, big *install) error {
+	small, err := b.newInstall("queue-1", "")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(small.state, 0o700); err != nil {
+		return err
+	}
+	bigFile := "# " + strings.Repeat("x", 5<<20) + "\n"
+	for _, in := range []*install{big, small} {
+		st, err := sqlite.Open(ctx, filepath.Join(in.state, "paddock.db"), sqlite.Options{})
+		if err != nil {
+			return err
+		}
+		_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "big-file", Command: []string{"true"}}}, Source: bigFile})
+		st.Close()
+		if err != nil {
+			return err
+		}
+	}
+	timed := func(in *install, args ...string) (float64, error) {
+		c := in.cmd(ctx, args...)
+		var errb bytes.Buffer
+		c.Stdout, c.Stderr = io.Discard, &errb
+		t0 := time.Now()
+		if err := c.Run(); err != nil {
+			return 0, fmt.Errorf("paddock %s: %w: %s", strings.Join(args, " "), err, lastLines(errb.String(), 5))
+		}
+		return time.Since(t0).Seconds() * 1e3, nil
+	}
+	const per = 5 // invocations per run; the run's figure is their median
+	type read struct {
+		name, baseline, note string
+		in                   *install
+		args                 []string
+		samples              []float64
+	}
+	reads := []*read{
+		{name: "ls (newest 50), 1 job", in: small, args: []string{"ls"}},
+		{name: "ls (newest 50), 100,000 jobs", baseline: "ls (newest 50), 1 job", in: big, args: []string{"ls"}},
+		{name: "show, 1 job (5 MB job file)", in: small, args: []string{"show", "big-file"}},
+		{name: "show, 100,000 jobs (5 MB job file)", baseline: "show, 1 job (5 MB job file)", in: big, args: []string{"show", "big-file"}},
+		{name: "ls --json --limit 0, 1 job", in: small, args: []string{"--json", "ls", "--limit", "0"}},
+		{name: "ls --json --limit 0, 100,000 jobs", baseline: "ls --json --limit 0, 1 job", in: big, args: []string{"--json", "ls", "--limit", "0"}, note: "every job, with created, started, finished"},
+	}
+	for range b.o.runs {
+		for _, rd := range reads {
+			d := make([]float64, 0, per)
+			for range per {
+				ms, err := timed(rd.in, rd.args...)
+				if err != nil {
+					return err
+				}
+				d = append(d, ms)
+			}
+			rd.samples = append(rd.samples, medianOf(d))
+		}
+	}
+	for _, rd := range reads {
+		b.add("queue", rd.name, "ms", rd.samples, rd.baseline, strings.TrimPrefix(rd.note+fmt.Sprintf("; median of %d invocations of the paddock binary per run", per), "; "))
+	}
 	return nil
 }
 
