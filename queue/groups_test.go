@@ -107,7 +107,8 @@ func TestWaiting(t *testing.T) {
 
 func TestPlanManualRun(t *testing.T) {
 	t.Parallel()
-	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 300, time.UTC)
+	tick := now.Truncate(time.Second)
 	for _, tc := range []struct {
 		overlap, busy, want string
 	}{
@@ -116,9 +117,13 @@ func TestPlanManualRun(t *testing.T) {
 		{jobspec.OverlapQueue, "J1", queue.DecisionSkippedOverlap},
 		{jobspec.OverlapAllow, "J1", queue.DecisionManual},
 	} {
-		d := queue.PlanManualRun(jobspec.Spec{Overlap: tc.overlap}, tc.busy, tick)
+		d := queue.PlanManualRun(jobspec.Spec{Overlap: tc.overlap}, tc.busy, now)
 		require.Equal(t, tc.want, d.Decision, "%+v", tc)
 		require.Equal(t, tc.want == queue.DecisionManual, d.Instance)
-		require.Equal(t, tick, d.Tick)
+		if d.Instance {
+			require.Equal(t, tick, d.Tick, "the instance's tick: to the second")
+		} else {
+			require.Equal(t, now, d.Tick, "a refusal: the exact time")
+		}
 	}
 }

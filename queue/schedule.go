@@ -128,14 +128,17 @@ type ScheduleRunResult struct {
 	Job      *Job             // the instance; nil when skipped
 }
 
-// PlanManualRun decides ScheduleRun for a schedule whose spec is sched
-// and whose newest instance busy is still queued or running ("" when
-// none): an instance (DecisionManual) unless overlap forbids it
-// (skip or queue with busy set: DecisionSkippedOverlap).
-func PlanManualRun(sched jobspec.Spec, busy string, tick time.Time) PlannedDecision {
+// PlanManualRun decides ScheduleRun at now for a schedule whose spec is
+// sched and whose newest instance busy is still queued or running (""
+// when none): an instance (DecisionManual) for the tick now truncated to
+// the second, unless overlap forbids it (skip or queue with busy set:
+// DecisionSkippedOverlap, recorded at now exactly, so that refusals in
+// the same second as the run they refuse are kept too).
+func PlanManualRun(sched jobspec.Spec, busy string, now time.Time) PlannedDecision {
 	overlap := cmp.Or(sched.Overlap, jobspec.OverlapSkip)
+	tick := now.Truncate(time.Second)
 	if busy != "" && overlap != jobspec.OverlapAllow {
-		return PlannedDecision{Tick: tick, Decision: DecisionSkippedOverlap, Count: 1,
+		return PlannedDecision{Tick: now, Decision: DecisionSkippedOverlap, Count: 1,
 			Detail: "manual run refused: instance " + busy + " still queued or running (overlap = \"" + overlap + "\")"}
 	}
 	return PlannedDecision{Tick: tick, Decision: DecisionManual, Count: 1, Instance: true, Detail: "run now by request"}

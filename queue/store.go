@@ -261,8 +261,9 @@ type Store interface {
 	// would, recorded as DecisionManual, subject to the schedule's
 	// overlap: with overlap skip or queue and an instance still queued or
 	// running, nothing is enqueued and DecisionSkippedOverlap is recorded
-	// (no tick is deferred). Its tick is the store's clock truncated to
-	// the second; it does not move NextRun. Works on a paused schedule.
+	// (no tick is deferred). The instance's tick is the store's clock
+	// truncated to the second (a refusal is recorded at the exact time);
+	// it does not move NextRun. Works on a paused schedule.
 	// ErrScheduleNotFound; ErrNameInUse when an instance of that second
 	// exists already.
 	ScheduleRun(ctx context.Context, p *ScheduleRunParams) (ScheduleRunResult, error)

@@ -534,8 +534,8 @@ func (s *Store) ScheduleRun(ctx context.Context, p *queue.ScheduleRunParams) (qu
 			}
 		}
 		now := s.now()
-		tick := ts(now).Truncate(time.Second)
-		d := queue.PlanManualRun(sched, busy, tick)
+		d := queue.PlanManualRun(sched, busy, ts(now))
+		tick := d.Tick
 		rec := queue.ScheduleDecision{Schedule: p.Name, Tick: d.Tick, Decision: d.Decision, Count: d.Count, At: ts(now), WorkerID: worker, Detail: d.Detail}
 		sp := queue.InstanceSpec(sched, tick)
 		sp.RunAt = time.Time{} // now means now: no jitter

@@ -333,13 +333,16 @@ func exerciseSchedules(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.Equal(t, queue.DecisionManual, s.LastDecision.Decision)
 		require.Equal(t, res.Job.ID, s.LastJobID)
 
-		// overlap = skip: refused while that instance is queued.
-		b.clock.Advance(time.Second)
+		// overlap = skip: refused while that instance is queued, even
+		// within the same second.
+		b.clock.Advance(time.Millisecond)
 		res, err = b.st.ScheduleRun(b.ctx, &queue.ScheduleRunParams{Name: "nightly"})
 		require.NoError(t, err)
 		require.Nil(t, res.Job)
 		require.Equal(t, queue.DecisionSkippedOverlap, res.Decision.Decision)
 		require.Equal(t, "manual", res.Decision.WorkerID)
+		require.True(t, res.Decision.Tick.Equal(b.clock.Now()), "recorded at the exact time")
+		b.clock.Advance(time.Second)
 		ds, err := b.st.ScheduleDecisionList(b.ctx, &queue.ScheduleDecisionListParams{Schedule: "nightly"})
 		require.NoError(t, err)
 		require.Equal(t, []string{queue.DecisionSkippedOverlap, queue.DecisionManual}, kinds(ds))
