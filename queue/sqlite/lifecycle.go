@@ -23,12 +23,15 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	var out []queue.Job
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		if err := checkPolicy(ctx, tx, p.PolicySHA256); err != nil {
+		gate, policy, err := s.claimGate(ctx, tx)
+		if err != nil {
 			return err
 		}
-		gate, err := s.claimGate(ctx, tx)
-		if err != nil || gate.Paused() {
+		if err := checkPolicy(policy, p.PolicySHA256); err != nil {
 			return err
+		}
+		if gate.Paused() {
+			return nil
 		}
 		blocked, _ := json.Marshal(gate.Blocked())
 		ids := ""
@@ -72,33 +75,36 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	return out, nil
 }
 
-// claimGate reads the queue's pause and its paused and limited groups,
-// with their running jobs, in the claim's transaction.
-func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, error) {
+// claimGate reads, in the claim's transaction and one statement, the
+// queue's policy digest ("" when none is set), its pause, and its paused
+// and limited groups with their running jobs.
+func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, string, error) {
 	rows, err := s.cached(tx).QueryContext(ctx, claimGroupsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return nil, "", fmt.Errorf("sqlite: claim: %w", err)
 	}
 	defer rows.Close()
 	var q queue.QueueState
 	var groups []queue.Group
+	var policy string
 	for first := true; rows.Next(); first = false {
 		var g queue.Group
 		var paused int
-		if err := rows.Scan(&g.Name, &g.Limit, &paused, &g.Running); err != nil {
-			return nil, fmt.Errorf("sqlite: claim: %w", err)
+		var sha string
+		if err := rows.Scan(&g.Name, &g.Limit, &paused, &g.Running, &sha); err != nil {
+			return nil, "", fmt.Errorf("sqlite: claim: %w", err)
 		}
 		if first {
-			q.Paused = paused != 0
+			q.Paused, policy = paused != 0, sha
 			continue
 		}
 		g.Paused = paused != 0
 		groups = append(groups, g)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: claim: %w", err)
+		return nil, "", fmt.Errorf("sqlite: claim: %w", err)
 	}
-	return queue.NewClaimGate(q, groups), nil
+	return queue.NewClaimGate(q, groups), policy, nil
 }
 
 // claimCounted is the claim when a group with a limit has slots left:

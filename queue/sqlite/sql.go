@@ -41,11 +41,11 @@ const (
 	claimIDsSQL     = `SELECT jobs.rid` + claimIDsFrom + claimWhere
 	claimPickIDsSQL = `SELECT jobs.rid, jobs.group_name` + claimIDsFrom + claimWhere
 	claimRidsUpdSQL = claimUpdSQL + `(SELECT value FROM json_each(?)) RETURNING ` + jobCols
-	// claimGroupsSQL reads what queue.NewClaimGate needs: the queue's
-	// pause, then each paused or limited group with its running count
-	// (from jobs_group).
-	claimGroupsSQL = `SELECT '', 0, coalesce((SELECT paused FROM queue_state WHERE id = 1), 0), 0
-		UNION ALL SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs INDEXED BY jobs_group WHERE group_name = g.name AND group_name != '' AND state IN ('queued','running') AND state = 'running')
+	// claimGroupsSQL reads what a claim checks first: a row with the
+	// queue's pause and policy digest, then each paused or limited group
+	// with its running count (from jobs_group), for queue.NewClaimGate.
+	claimGroupsSQL = `SELECT '', 0, coalesce((SELECT paused FROM queue_state WHERE id = 1), 0), 0, coalesce((SELECT sha256 FROM policy WHERE id = 1), '')
+		UNION ALL SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs INDEXED BY jobs_group WHERE group_name = g.name AND group_name != '' AND state IN ('queued','running') AND state = 'running'), ''
 		FROM job_groups AS g WHERE g.max_running > 0 OR g.paused != 0`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
 	failSQL      = `UPDATE jobs SET state = 'failed', reason = ?, finished_ns = ?, updated_ns = ?
