@@ -273,6 +273,7 @@ func RunJob(p RunJobParams) (queue.Job, error) {
 		}
 	}
 	ctx := context.Background() // records and claims outlive Ctrl-C
+	lastWhy := ""
 	for {
 		claimed, err := p.Store.JobClaim(ctx, &queue.JobClaimParams{WorkerID: p.WorkerID, Limit: 1, Lease: lease, JobIDs: []string{p.JobID},
 			PolicySHA256: p.Executor.Policy.SHA256})
@@ -289,7 +290,30 @@ func RunJob(p RunJobParams) (queue.Job, error) {
 				return followToFinal(p)
 			}
 			wait := max(time.Until(j.NotBefore), 100*time.Millisecond)
-			note("backoff", fmt.Sprintf("waiting %s before the next attempt (%s)", wait.Round(time.Millisecond), j.Reason), j.AttemptCount)
+			// A pause or a full group holds it back: say so once, and
+			// look again twice a second.
+			why := ""
+			if q, err := p.Store.QueueGet(ctx); err == nil {
+				groups := map[string]queue.Group{}
+				if gs, err := p.Store.GroupList(ctx, &queue.GroupListParams{Names: []string{j.Spec.Group}}); err == nil && j.Spec.Group != "" {
+					for _, g := range gs {
+						groups[g.Name] = g
+					}
+				}
+				why = queue.Waiting(j, q, groups, time.Now())
+			}
+			switch {
+			case why != "" && !j.NotBefore.After(time.Now()):
+				wait = 500 * time.Millisecond
+				if why != lastWhy {
+					note("waiting", "waiting: "+why, j.AttemptCount)
+				}
+			case j.AttemptCount == 0 && j.NotBefore.After(time.Now()):
+				note("waiting", fmt.Sprintf("waiting %s until the job is due (%s)", wait.Round(time.Millisecond), j.NotBefore.UTC().Format(time.RFC3339)), j.AttemptCount)
+			default:
+				note("backoff", fmt.Sprintf("waiting %s before the next attempt (%s)", wait.Round(time.Millisecond), j.Reason), j.AttemptCount)
+			}
+			lastWhy = why
 			select {
 			case <-p.Cancel:
 				if _, err := p.Store.JobCancel(ctx, p.JobID); err != nil {

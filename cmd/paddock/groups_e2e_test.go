@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,6 +205,42 @@ command = "true"
 	_, errOut, code = b.Run("pause", "--group", "bad name")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "group")
+
+	// paddock run on a paused queue says why it waits, and runs on resume.
+	_, errOut, code = b.Run("pause")
+	require.Equal(t, 0, code, errOut)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := b.Cmd(ctx, "run", b.WriteJob("one.toml", "name = \"one\"\nmode = \"read_only\"\ncommand = \"echo ran\"\n"))
+	var stdout, stderr syncBuffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	require.NoError(t, run.Start())
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "waiting: queue paused"); time.Sleep(50 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "run says why it waits: %s", stderr.String())
+	}
+	_, errOut, code = b.Run("resume")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, run.Wait(), stderr.String())
+	require.Equal(t, "ran\n", stdout.String())
+	require.Equal(t, 1, strings.Count(stderr.String(), "waiting: queue paused"), "said once")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestE2ESchedulesRunAndJitter: `schedules run` enqueues an instance now
