@@ -313,17 +313,21 @@ func (b *bench) queueReads(ctx context.Context, big *install) error {
 		{name: "ls --json --limit 0, 1 job", in: small, args: []string{"--json", "ls", "--limit", "0"}},
 		{name: "ls --json --limit 0, 100,000 jobs", baseline: "ls --json --limit 0, 1 job", in: big, args: []string{"--json", "ls", "--limit", "0"}, note: "every job, with created, started, finished"},
 	}
+	// Each read and its baseline run in turn, invocation by invocation,
+	// so that the machine's drift falls on both alike.
 	for range b.o.runs {
-		for _, rd := range reads {
-			d := make([]float64, 0, per)
-			for range per {
+		d := make([][]float64, len(reads))
+		for range per {
+			for i, rd := range reads {
 				ms, err := timed(rd.in, rd.args...)
 				if err != nil {
 					return err
 				}
-				d = append(d, ms)
+				d[i] = append(d[i], ms)
 			}
-			rd.samples = append(rd.samples, medianOf(d))
+		}
+		for i, rd := range reads {
+			rd.samples = append(rd.samples, medianOf(d[i]))
 		}
 	}
 	for _, rd := range reads {
