@@ -33,7 +33,8 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		if gate.Paused() {
 			return nil
 		}
-		blocked, _ := json.Marshal(gate.Blocked())
+		blockedList := gate.Blocked()
+		blocked, _ := json.Marshal(blockedList)
 		ids := ""
 		if len(p.JobIDs) > 0 {
 			b, err := json.Marshal(p.JobIDs)
@@ -45,9 +46,17 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		var claimed []jobRow
 		if !gate.Limited() {
 			// Every job the subquery selects is admitted: one statement.
-			st, args := s.stClaimReady, []any{p.WorkerID, now + int64(lease), now, now, now, string(blocked), limit}
-			if ids != "" {
-				st, args = s.stClaimIDs, []any{p.WorkerID, now + int64(lease), now, now, ids, now, string(blocked), limit}
+			var st *sql.Stmt
+			args := []any{p.WorkerID, now + int64(lease), now, now}
+			switch {
+			case ids == "" && len(blockedList) == 0:
+				st, args = s.stClaimOpen, append(args, now, limit)
+			case ids == "":
+				st, args = s.stClaimReady, append(args, now, string(blocked), limit)
+			case len(blockedList) == 0:
+				st, args = s.stClaimOpenIDs, append(args, ids, now, limit)
+			default:
+				st, args = s.stClaimIDs, append(args, ids, now, string(blocked), limit)
 			}
 			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if claimed, err = scanClaimed(rows, err, claimed); err != nil {

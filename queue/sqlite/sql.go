@@ -33,9 +33,14 @@ const (
 	// the candidates with their group, for the claims that must count
 	// each one against a group's limit, and claimRidsSQL takes those
 	// admitted.
-	claimUpdSQL     = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, started_ns = ?, cancel_requested = 0 WHERE rid IN `
-	claimWhere      = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? AND group_name NOT IN (SELECT value FROM json_each(?)) ORDER BY priority DESC, created_ns, rid LIMIT ?`
-	claimSQL        = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
+	claimUpdSQL = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, started_ns = ?, cancel_requested = 0 WHERE rid IN `
+	claimWhere  = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? AND group_name NOT IN (SELECT value FROM json_each(?)) ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimSQL    = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
+	// claimOpenSQL and claimOpenIDsSQL are claimSQL and claimIDsSQL when
+	// no group is blocked (the common case): no group filter at all.
+	claimOpenWhere  = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimOpenSQL    = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimOpenWhere
+	claimOpenIDsSQL = `SELECT jobs.rid` + claimIDsFrom + claimOpenWhere
 	claimPickSQL    = `SELECT rid, group_name FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
 	claimIDsFrom    = ` FROM json_each(?) AS w CROSS JOIN jobs ON jobs.id = w.value WHERE `
 	claimIDsSQL     = `SELECT jobs.rid` + claimIDsFrom + claimWhere

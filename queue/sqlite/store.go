@@ -53,10 +53,11 @@ type Store struct {
 	rand   func() float64
 	closed atomic.Bool
 
-	stClaimReady, stClaimIDs, stAttemptIns, stJobIns, stJobIns1 *sql.Stmt
-	bigMu                                                       sync.Mutex
-	stJobInsBig                                                 *sql.Stmt            // prepared on first use (jobInsBig)
-	stmts                                                       map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
+	stClaimReady, stClaimIDs, stClaimOpen, stClaimOpenIDs *sql.Stmt
+	stAttemptIns, stJobIns, stJobIns1                     *sql.Stmt
+	bigMu                                                 sync.Mutex
+	stJobInsBig                                           *sql.Stmt            // prepared on first use (jobInsBig)
+	stmts                                                 map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -223,6 +224,8 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}{
 		{&s.stClaimReady, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
 		{&s.stClaimIDs, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
+		{&s.stClaimOpen, claimUpdSQL + `(` + claimOpenSQL + `) RETURNING ` + jobCols},
+		{&s.stClaimOpenIDs, claimUpdSQL + `(` + claimOpenIDsSQL + `) RETURNING ` + jobCols},
 		{&s.stAttemptIns, `INSERT INTO attempts (job_rid, number, worker_id, started_ns, policy_sha256) VALUES (?, ?, ?, ?, ?)`},
 		{&s.stJobIns, insertJobsSQL(insertChunk)},
 		{&s.stJobIns1, insertJobsSQL(1)},
@@ -316,7 +319,7 @@ func (s *Store) Close() error {
 	s.bigMu.Lock()
 	big := s.stJobInsBig
 	s.bigMu.Unlock()
-	for _, st := range []*sql.Stmt{s.stClaimReady, s.stClaimIDs, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
+	for _, st := range []*sql.Stmt{s.stClaimReady, s.stClaimIDs, s.stClaimOpen, s.stClaimOpenIDs, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
 		if st != nil {
 			st.Close()
 		}

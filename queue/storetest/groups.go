@@ -50,7 +50,17 @@ func exerciseGroups(t *testing.T, setup func(t *testing.T) *testBundle) {
 	t.Run("GroupLimit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.enqueue(t, grouped("g1", "repo-x", 0), grouped("g2", "repo-x", 0), grouped("g3", "repo-x", 0), grouped("free", "", 0))
+		jobs := b.enqueue(t, grouped("g1", "repo-x", 0), grouped("g2", "repo-x", 0), grouped("g3", "repo-x", 0), grouped("free", "", 0))
+		byIDs := func(js ...queue.Job) []queue.Job {
+			t.Helper()
+			var ids []string
+			for _, j := range js {
+				ids = append(ids, j.ID)
+			}
+			got, err := b.st.JobClaim(b.ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10, JobIDs: ids})
+			require.NoError(t, err)
+			return got
+		}
 		g, err := b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "repo-x", Limit: 1})
 		require.NoError(t, err)
 		require.Equal(t, queue.Group{Name: "repo-x", Limit: 1, Queued: 3}, g)
@@ -58,6 +68,7 @@ func exerciseGroups(t *testing.T, setup func(t *testing.T) *testBundle) {
 		got := claim(t, b, 10)
 		require.Equal(t, []string{"g1", "free"}, names(got), "one of the group, and the job without a group")
 		require.Empty(t, claim(t, b, 10), "the group is full")
+		require.Empty(t, byIDs(jobs[1]), "a claim by id too")
 		gs := groupsByName(t, b)
 		require.Equal(t, queue.Group{Name: "repo-x", Limit: 1, Running: 1, Queued: 2}, gs["repo-x"])
 		j, err := b.st.JobGet(b.ctx, "g2")
@@ -73,7 +84,7 @@ func exerciseGroups(t *testing.T, setup func(t *testing.T) *testBundle) {
 		// A raised limit frees a slot at once; a removed one frees them all.
 		_, err = b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "repo-x", Limit: 2})
 		require.NoError(t, err)
-		require.Equal(t, []string{"g3"}, names(claim(t, b, 10)))
+		require.Equal(t, []string{"g3"}, names(byIDs(jobs[2])), "by id, counted against the limit")
 		b.enqueue(t, grouped("g4", "repo-x", 0))
 		require.Empty(t, claim(t, b, 10), "2 of 2 running")
 		_, err = b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "repo-x", Limit: 0})
