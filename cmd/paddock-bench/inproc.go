@@ -282,9 +282,12 @@ func (b *bench) queueReads(ctx context.Context, big *install) error {
 		if err != nil {
 			return err
 		}
-		_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "big-file", Command: []string{"true"}}}, Source: bigFile})
-		st.Close()
-		if err != nil {
+		// Held open while the reads run, as a running worker holds its
+		// queue (the 100,000-job store is open in this process too): the
+		// last process to close a database removes its WAL, and the next
+		// one to open it pays to make it again.
+		defer st.Close()
+		if _, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "big-file", Command: []string{"true"}}}, Source: bigFile}); err != nil {
 			return err
 		}
 	}
