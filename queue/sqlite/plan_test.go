@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -227,4 +228,66 @@ func TestMigrateFromV4(t *testing.T) {
 
 	_, err = Open(ctx, path, Options{})
 	require.ErrorContains(t, err, "newer than this paddock")
+}
+
+// countingQuerier counts the queries run through it.
+type countingQuerier struct {
+	querier
+	n int
+}
+
+func (c *countingQuerier) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	c.n++
+	return c.querier.QueryRowContext(ctx, q, args...)
+}
+
+func (c *countingQuerier) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	c.n++
+	return c.querier.QueryContext(ctx, q, args...)
+}
+
+// TestJobListQueriesDoNotGrow: the attempts and sources of a list are
+// loaded in one query each, for 1 job as for 2,000.
+func TestJobListQueriesDoNotGrow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "q.db"), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	specs := make([]jobspec.Spec, 2000)
+	for i := range specs {
+		specs[i] = jobspec.Spec{Command: []string{"true"}}
+	}
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: "# a"})
+	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs[:1], Source: "# b"})
+	require.NoError(t, err)
+	for range 3 {
+		got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 500})
+		require.NoError(t, err)
+		require.Len(t, got, 500)
+	}
+	for _, n := range []int{1, 2001} {
+		rows, err := st.r.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs ORDER BY rid DESC LIMIT ?`, n)
+		require.NoError(t, err)
+		var rs []jobRow
+		for rows.Next() {
+			r, err := scanJob(rows)
+			require.NoError(t, err)
+			rs = append(rs, r)
+		}
+		rows.Close()
+		c := &countingQuerier{querier: st.r}
+		require.NoError(t, fillAll(ctx, c, rs, true, true))
+		require.Equal(t, 2, c.n, "%d jobs: one query for the attempts, one for the sources", n)
+		attempts, sources := 0, map[string]bool{}
+		for _, r := range rs {
+			attempts += len(r.Attempts)
+			sources[r.Source] = true
+		}
+		if n > 1 {
+			require.Equal(t, 1500, attempts)
+			require.Equal(t, map[string]bool{"# a": true, "# b": true}, sources)
+		}
+	}
 }
