@@ -97,7 +97,7 @@ type Job struct {
 	Name       string // Spec.Name; "" for an unnamed job
 	State      JobState
 	Spec       jobspec.Spec
-	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobSourceGet's caller, and by JobList only with WithSource (the other methods leave it empty: a 10,000-job file or a 5 MB one is too big to read per job)
+	Source     string // the submitted TOML text verbatim (the whole file, shared by its batch); filled by JobList only with WithSource; JobSourceGet returns it (the other methods leave it empty: a 10,000-job file or a 5 MB one is too big to read per job)
 	SourcePath string // the file it came from ("" for stdin or Go callers)
 	// Reason says why the job is in its state: the last attempt's reason, the
 	// dependency that failed, "canceled", or the pending retry.
@@ -212,13 +212,14 @@ type Store interface {
 	// large job file costs more than the rest of the job). ErrNotFound.
 	JobGet(ctx context.Context, ref string) (Job, error)
 	// JobSourceGet returns the source text (Job.Source) of job id (an
-	// id, not a name). ErrNotFound.
+	// id, not a name); "" for a job enqueued without one. ErrNotFound.
 	JobSourceGet(ctx context.Context, id string) (string, error)
 	// JobList returns jobs matching every filter, newest first (in
-	// enqueue order: the order of CreatedAt, ties broken by enqueue). Its cost
-	// must not grow with the queue for the newest p.Limit jobs without
-	// filters (an index on creation order), and it runs a constant number
-	// of queries whatever the number of jobs (WithAttempts included).
+	// enqueue order: the order of CreatedAt, ties broken by enqueue). The
+	// newest p.Limit jobs without filters cost the same however many jobs
+	// the queue holds (no sort of the queue), and a list runs the same
+	// number of queries whatever the number of jobs it returns
+	// (WithAttempts and WithSource included).
 	JobList(ctx context.Context, p *JobListParams) ([]Job, error)
 	// JobCounts returns the number of jobs in each state (every state is a key).
 	JobCounts(ctx context.Context) (map[JobState]int, error)
