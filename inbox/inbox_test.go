@@ -79,7 +79,9 @@ func TestInbox(t *testing.T) {
 		require.Equal(t, acc, res[1].Path)
 		j, err := b.st.JobGet(b.ctx, "a")
 		require.NoError(t, err)
-		require.Equal(t, good, j.Source)
+		src, err := b.st.JobSourceGet(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, good, src)
 		require.Equal(t, acc, j.SourcePath)
 		require.Equal(t, filepath.Join(inbox, "sub"), j.Spec.Cwd)
 
