@@ -79,6 +79,24 @@ command = "true"
 	out, err = c.run("schedules", "next", "nightly", "-n", "1", "--from", "2026-03-07T12:00:00-05:00")
 	require.NoError(t, err)
 	require.Equal(t, "2026-03-08T01:30:00-05:00\n", out)
+	// An interval schedule runs through the repeated hour: no 75-minute gap.
+	quarter := filepath.Join(c.dir, "q.toml")
+	require.NoError(t, os.WriteFile(quarter, []byte("name = \"quarter\"\ncommand = \"true\"\nschedule = \"*/15 * * * *\"\ntimezone = \"America/New_York\"\n"), 0o600))
+	_, err = c.run("submit", quarter)
+	require.NoError(t, err)
+	out, err = c.run("schedules", "next", "quarter", "-n", "8", "--from", "2026-11-01T05:00:00Z")
+	require.NoError(t, err)
+	require.Equal(t, `2026-11-01T01:15:00-04:00
+2026-11-01T01:30:00-04:00
+2026-11-01T01:45:00-04:00
+2026-11-01T01:00:00-05:00
+2026-11-01T01:15:00-05:00
+2026-11-01T01:30:00-05:00
+2026-11-01T01:45:00-05:00
+2026-11-01T02:00:00-05:00
+`, out)
+	_, err = c.run("schedules", "rm", "quarter")
+	require.NoError(t, err)
 
 	out, err = c.run("schedules", "pause", "nightly")
 	require.NoError(t, err)
