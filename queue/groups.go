@@ -191,6 +191,12 @@ func DueAt(sp jobspec.Spec, now time.Time) time.Time {
 	return due
 }
 
+// RetryDueAt is Job.NotBefore of a job JobRetry queues again: its spec's
+// run_at, which a job canceled before it was due keeps (a time in the
+// past is due at once); a delay, counted from the first enqueue, is not
+// applied again. Zero when the spec has no run_at.
+func RetryDueAt(sp jobspec.Spec) time.Time { return sp.RunAt }
+
 // TickJitter is how long after tick the instance of schedule name with
 // the given jitter may start: a fraction of jitter taken from an FNV-1a
 // hash of the name and the tick's Unix time, so every worker (and a

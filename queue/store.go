@@ -183,7 +183,8 @@ type Store interface {
 	// job returns ErrWrongState.
 	JobCancel(ctx context.Context, ref string) (Job, error)
 	// JobRetry re-queues a failed, denied or canceled job with a fresh
-	// budget of Spec.Retries+1 attempts (its history is kept). ErrWrongState
+	// budget of Spec.Retries+1 attempts (its history is kept), due at
+	// [RetryDueAt] (its run_at, if any). ErrWrongState
 	// for other states or when a dependency has not succeeded and cannot
 	// (failed, denied, canceled: retry that one first); ErrNameInUse when a
 	// newer job with its name is queued or running (the message names that

@@ -394,8 +394,8 @@ func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
 			return blocked
 		}
 		now := s.now()
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = ?, deps_pending = ?, max_attempts = attempts + ?, not_before_ns = 0, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
-			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = ?, deps_pending = ?, max_attempts = attempts + ?, not_before_ns = ?, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
+			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, nsOf(queue.RetryDueAt(r.Spec)), now, r.rid)
 		if err != nil {
 			return fmt.Errorf("sqlite: retry: %w", err)
 		}

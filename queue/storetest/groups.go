@@ -195,6 +195,16 @@ func exerciseGroups(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.Equal(t, []string{"later"}, names(claim(t, b, 10)))
 		b.clock.Advance(time.Hour)
 		require.Equal(t, []string{"at"}, names(claim(t, b, 10)))
+
+		// Canceled before it was due, then retried: still not before run_at.
+		later := T0.Add(24 * time.Hour)
+		j := b.enqueue(t, jobspec.Spec{Name: "tomorrow", Command: []string{"true"}, RunAt: later})[0]
+		_, err := b.st.JobCancel(b.ctx, j.ID)
+		require.NoError(t, err)
+		j, err = b.st.JobRetry(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.True(t, j.NotBefore.Equal(later), "retry keeps run_at: %s", j.NotBefore)
+		require.Empty(t, claim(t, b, 10))
 	})
 
 	t.Run("TimesAndSource", func(t *testing.T) {
