@@ -270,11 +270,11 @@ func TestJobListQueriesDoNotGrow(t *testing.T) {
 	for _, n := range []int{1, 2001} {
 		rows, err := st.r.QueryContext(ctx, `SELECT `+jobCols+` FROM jobs ORDER BY rid DESC LIMIT ?`, n)
 		require.NoError(t, err)
-		var rs []jobRow
+		var rs []*jobRow
 		for rows.Next() {
 			r, err := scanJob(rows)
 			require.NoError(t, err)
-			rs = append(rs, r)
+			rs = append(rs, &r)
 		}
 		rows.Close()
 		c := &countingQuerier{querier: st.r}

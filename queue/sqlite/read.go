@@ -103,14 +103,16 @@ func (s *Store) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Jo
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
-	var rs []jobRow
+	// Pointers: growing a slice of 100,000 whole rows copied them over and
+	// over (a fifth of ls --limit 0's CPU).
+	var rs []*jobRow
 	for rows.Next() {
 		r, err := scanJob(rows)
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
-		rs = append(rs, r)
+		rs = append(rs, &r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -128,7 +130,7 @@ func (s *Store) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Jo
 
 // fillAll loads the attempts and sources of rs, one query each whatever
 // the number of jobs (the rows travel as one JSON array argument).
-func fillAll(ctx context.Context, q querier, rs []jobRow, attempts, source bool) error {
+func fillAll(ctx context.Context, q querier, rs []*jobRow, attempts, source bool) error {
 	if len(rs) == 0 || !attempts && !source {
 		return nil
 	}
@@ -144,7 +146,7 @@ func fillAll(ctx context.Context, q querier, rs []jobRow, attempts, source bool)
 			return fmt.Errorf("sqlite: attempts: %w", err)
 		}
 		err = scanAttempts(rows, func(rid int64, a queue.Attempt) {
-			r := &rs[at[rid]]
+			r := rs[at[rid]]
 			r.Attempts = append(r.Attempts, a)
 		})
 		if err != nil {
