@@ -71,6 +71,14 @@ func Modes() []string {
 	return out
 }
 
+// RunAtMin and RunAtMax bound run_at: a store keeps instants as
+// nanoseconds since the Unix epoch in 64 bits (1678 to 2262), and a
+// time outside them would wrap around.
+var (
+	RunAtMin = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	RunAtMax = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 // Limits on job files.
 const (
 	// MaxNameLen is the longest job name, in bytes.
@@ -79,8 +87,7 @@ const (
 	MaxRetries = 1000
 	// MaxPriority bounds priority: from -MaxPriority to MaxPriority.
 	MaxPriority = 1_000_000
-	// MaxDelay is the largest delay, and the furthest in the future a
-	// run_at may be from the time the job file is checked: ten years.
+	// MaxDelay is the largest delay: ten years.
 	MaxDelay = 10 * 366 * 24 * time.Hour
 	// MaxJitter is the largest jitter of a schedule.
 	MaxJitter = 24 * time.Hour
@@ -243,6 +250,9 @@ func Validate(file string, specs []Spec) error {
 		}
 		if s.Delay < 0 || s.Delay > MaxDelay {
 			bad("delay", fmt.Sprintf("delay %s out of range: expected 0 to %s", s.Delay, MaxDelay))
+		}
+		if !s.RunAt.IsZero() && (s.RunAt.Before(RunAtMin) || s.RunAt.After(RunAtMax)) {
+			bad("run_at", fmt.Sprintf("run_at %s out of range: expected %d to %d", s.RunAt.Format(time.RFC3339), RunAtMin.Year(), RunAtMax.Year()))
 		}
 		if s.Jitter < 0 || s.Jitter > MaxJitter {
 			bad("jitter", fmt.Sprintf("jitter %s out of range: expected 0 to %s", s.Jitter, MaxJitter))

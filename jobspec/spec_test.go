@@ -246,3 +246,64 @@ func TestParseFileNotAFile(t *testing.T) {
 	require.Equal(t, "p", specs[0].Name)
 	r.Close()
 }
+
+// TestValidateNewKeys: group names follow the name rules; run_at, delay
+// and jitter are bounded; run_at and delay are for one-off jobs, jitter
+// for schedules.
+func TestValidateNewKeys(t *testing.T) {
+	t.Parallel()
+	base := func(mod func(*jobspec.Spec)) []jobspec.Spec {
+		s := jobspec.Spec{Name: "j", Command: []string{"true"}}
+		mod(&s)
+		return []jobspec.Spec{s}
+	}
+	for _, tc := range []struct {
+		name, key string
+		mod       func(*jobspec.Spec)
+	}{
+		{"group with a space", "group", func(s *jobspec.Spec) { s.Group = "repo x" }},
+		{"group shaped like an id", "group", func(s *jobspec.Spec) { s.Group = "0123456789abcdef" }},
+		{"negative delay", "delay", func(s *jobspec.Spec) { s.Delay = -time.Second }},
+		{"delay over ten years", "delay", func(s *jobspec.Spec) { s.Delay = jobspec.MaxDelay + time.Second }},
+		{"run_at beyond 2200 (would wrap in nanoseconds)", "run_at", func(s *jobspec.Spec) { s.RunAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"run_at before 1970", "run_at", func(s *jobspec.Spec) { s.RunAt = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"jitter on a one-off job", "schedule", func(s *jobspec.Spec) { s.Jitter = time.Minute }},
+		{"jitter over a day", "jitter", func(s *jobspec.Spec) { s.Schedule, s.Jitter = "@hourly", 25*time.Hour }},
+		{"run_at on a schedule", "run_at", func(s *jobspec.Spec) { s.Schedule, s.RunAt = "@hourly", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{"delay on a schedule", "delay", func(s *jobspec.Spec) { s.Schedule, s.Delay = "@hourly", time.Minute }},
+	} {
+		err := jobspec.Validate("f.toml", base(tc.mod))
+		var ve *jobspec.ValidationError
+		require.ErrorAs(t, err, &ve, tc.name)
+		require.Equal(t, tc.key, ve.Errors[0].Key, "%s: %v", tc.name, err)
+	}
+	require.NoError(t, jobspec.Validate("f.toml", base(func(s *jobspec.Spec) {
+		s.Group, s.Delay, s.RunAt = "repo-x", time.Hour, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	})))
+}
+
+// TestParseRunAt: run_at takes a TOML date-time with an offset or the same
+// as an RFC 3339 string, and refuses one without an offset, naming the key
+// and line.
+func TestParseRunAt(t *testing.T) {
+	t.Parallel()
+	want := time.Date(2026, 12, 24, 17, 0, 0, 0, time.UTC)
+	for _, v := range []string{`2026-12-24T17:00:00Z`, `2026-12-24T18:00:00+01:00`, `"2026-12-24T18:00:00+01:00"`} {
+		specs, err := jobspec.Parse("f.toml", []byte("command = \"true\"\nrun_at = "+v+"\ngroup = \"g\"\ndelay = \"10m\"\n"), "/")
+		require.NoError(t, err, v)
+		require.True(t, specs[0].RunAt.Equal(want), v)
+		require.Equal(t, "g", specs[0].Group)
+		require.Equal(t, 10*time.Minute, specs[0].Delay)
+	}
+	for v, msg := range map[string]string{
+		`2026-12-24T18:00:00`: "without an offset",
+		`2026-12-24`:          "without an offset",
+		`"tomorrow"`:          "invalid date-time",
+		`12`:                  "got integer",
+	} {
+		_, err := jobspec.Parse("f.toml", []byte("command = \"true\"\n\nrun_at = "+v+"\n"), "/")
+		require.ErrorContains(t, err, "f.toml:3", v)
+		require.ErrorContains(t, err, "run_at", v)
+		require.ErrorContains(t, err, msg, v)
+	}
+}
