@@ -83,6 +83,17 @@
 // [Store.LeaseRecoverExpired] about once per lease period; it records the
 // lost attempt as "interrupted".
 //
+// # Groups, pauses and due times
+//
+// A job is claimed only when it is ready: queued, its dependencies
+// succeeded, its NotBefore passed on the store's clock (retry backoff,
+// Spec.RunAt, Spec.Delay: [DueAt]), the queue not paused, and its group
+// (Spec.Group) neither paused nor full. A group's limit
+// ([Store.GroupLimitSet]) and the pauses ([Store.QueuePause]) are stored
+// in the queue, so every worker on every host honours them, and a claim
+// checks them atomically with taking the job ([ClaimGate] is the rule a
+// driver follows). [Waiting] words why a queued job is not claimed.
+//
 // # Schedules
 //
 // A spec with Spec.Schedule is a schedule, not a job: [Store.JobEnqueue]
@@ -95,8 +106,14 @@
 //
 //   - Daylight-saving time: a wall-clock time that does not exist runs
 //     once, at the first instant after the gap; one that happens twice runs
-//     once, at its first occurrence. @every D ticks at multiples of D since
-//     the Unix epoch, whatever the zone.
+//     once, at its first occurrence, when the hour field is one value, and
+//     at both occurrences when it matches several hours (an interval
+//     schedule such as "*/15 * * * *"). @every D ticks at multiples of D
+//     since the Unix epoch, whatever the zone.
+//   - Jitter (Spec.Jitter): each instance is due [TickJitter] after its
+//     tick, the same on every worker.
+//   - Run now: [Store.ScheduleRun] enqueues an instance at once, recorded
+//     as [DecisionManual], subject to the overlap policy ([PlanManualRun]).
 //   - Exactly once: ScheduleTick decides each (schedule, tick) once, in one
 //     transaction; the decision log's primary key is (schedule, tick), so
 //     several workers on one store never make two instances of a tick.
