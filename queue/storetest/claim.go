@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -186,7 +185,7 @@ func exerciseClaim(t *testing.T, setup func(t *testing.T) *testBundle) {
 		results := make([]result, nProcs)
 		var wg sync.WaitGroup
 		for i := range nProcs {
-			cmd := exec.Command(exe, "-test.run=^$")
+			cmd := childCommand(exe)
 			cmd.Env = append(os.Environ(), envChild+"=claim", envLoc+"="+b.loc, envWorker+"=proc"+strconv.Itoa(i))
 			var stderr strings.Builder
 			cmd.Stderr = &stderr

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -271,7 +270,7 @@ func raceGroupSlot(t *testing.T, setup func(t *testing.T) *testBundle, procs, li
 	errs := make([]error, procs)
 	var wg sync.WaitGroup
 	for i := range procs {
-		cmd := exec.Command(exe, "-test.run=^$")
+		cmd := childCommand(exe)
 		cmd.Env = append(os.Environ(), envChild+"=group", envLoc+"="+b.loc, envWorker+"=proc"+strconv.Itoa(i))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -423,7 +422,7 @@ func exerciseScheduleProcesses(t *testing.T, setup func(t *testing.T) *testBundl
 		errs := make([]error, nProcs)
 		var wg sync.WaitGroup
 		for i := range nProcs {
-			cmd := exec.Command(exe, "-test.run=^$")
+			cmd := childCommand(exe)
 			cmd.Env = append(os.Environ(), envChild+"=tick", envLoc+"="+b.loc, envWorker+"=proc"+strconv.Itoa(i))
 			var stderr strings.Builder
 			cmd.Stderr = &stderr

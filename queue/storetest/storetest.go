@@ -30,8 +30,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +74,18 @@ const (
 	envLoc    = "PADDOCK_STORETEST_LOC"
 	envWorker = "PADDOCK_STORETEST_WORKER"
 )
+
+// childLifetime bounds a child process's whole run.
+const childLifetime = 2 * time.Minute
+
+// childCommand returns the command that runs this test binary as a child
+// (RunChild): it dies with the test process that started it
+// (PR_SET_PDEATHSIG), so a killed or timed-out test leaves none behind.
+func childCommand(exe string) *exec.Cmd {
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
 
 // RunChild runs the work of a child process started by Exercise and exits;
 // in any other process it returns at once. Call it first in TestMain.
@@ -209,6 +223,9 @@ func startChild(open Opener, who string) (ctx context.Context, st queue.Store, w
 		fmt.Fprintln(os.Stderr, who+":", err)
 		os.Exit(2)
 	}
+	// A child whose loop can no longer end (a job left queued that no
+	// claim takes) must not outlive its test.
+	time.AfterFunc(childLifetime, func() { fail(fmt.Errorf("still running after %v", childLifetime)) })
 	st, err := open(ctx, loc, Options{Clock: time.Now, Rand: rand.Float64})
 	if err != nil {
 		fail(err)
