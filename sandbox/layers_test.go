@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -377,11 +379,21 @@ func TestOpenLauncherAfterUpgrade(t *testing.T) {
 		return strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10)
 	}
 	run := func(env ...string) string {
-		cmd := exec.Command(bin, openLauncherArg)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, string(out))
-		return strings.TrimSpace(string(out))
+		// A file just written may still be open for writing in a child
+		// another test forked and has not yet exec'd (the descriptor is
+		// close-on-exec, but until the exec it is open): executing it
+		// then fails with ETXTBSY for a moment (golang/go#22315).
+		for try := 0; ; try++ {
+			cmd := exec.Command(bin, openLauncherArg)
+			cmd.Env = append(os.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			if errors.Is(err, syscall.ETXTBSY) && try < 50 {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			require.NoError(t, err, string(out))
+			return strings.TrimSpace(string(out))
+		}
 	}
 	require.Equal(t, ino(bin)+" false", run(), "the running file itself")
 	upgrade := filepath.Join(dir, "paddock.new")
