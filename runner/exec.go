@@ -248,7 +248,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 			return finish(queue.OutcomeRunnerFailed, err.Error())
 		}
 	}
-	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() {
+	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() || !slices.Equal(policy.Protected(), pol.Protected()) {
 		// The roots as submitted stay open until the new ones are judged
 		// against them (judgeNarrowing).
 		before := pins
@@ -275,12 +275,13 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// status pipe, the layers' files, the pinned roots.
 	d := sandbox.Discovered()
 	var (
-		rootFDs []int
-		in      sandbox.Inherited
+		rootFDs, protectFDs []int
+		in                  sandbox.Inherited
 	)
 	if confined {
 		rootFDs = sandbox.RootFDs(len(pins.Files()))
-		in.Roots = pins.Files()
+		protectFDs = sandbox.ProtectFDs(len(pins.Files()), len(pins.Protected()))
+		in.Roots, in.Protected = pins.Files(), pins.Protected()
 		if d.LandlockABI > 0 {
 			if in.Launcher, err = e.launcherFile(d.Grade); err != nil {
 				return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
@@ -293,7 +294,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 		}
 	}
-	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, DeviceNodes: devNodes})
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes})
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}

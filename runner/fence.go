@@ -56,7 +56,10 @@ type Fence struct {
 	// like hidden, a file is made unreadable (sandbox.PolicyParams.
 	// HideFiles).
 	hidePatterns []string
-	cache        *fenceCache
+	// protect are the sub-paths kept read-only inside every writable
+	// root (sandbox.PolicyParams.Protect), "~/" expanded.
+	protect []string
+	cache   *fenceCache
 }
 
 // fenceCacheTTL is how long the identities of the protected paths and the
@@ -190,6 +193,22 @@ func (f Fence) WithHidePatterns(patterns ...string) Fence {
 		}
 	}
 	f.cache = &fenceCache{}
+	return f
+}
+
+// WithProtect returns a copy of f that keeps entries read-only inside
+// every workspace_write job's writable roots (sandbox.PolicyParams.
+// Protect: relative sub-paths and globs, or absolute paths; a leading
+// "~/" is the user's home). They are resolved anew for each job, on the
+// file system as it is when the job starts.
+func (f Fence) WithProtect(entries ...string) Fence {
+	home := homeDir()
+	f.protect = slices.Clone(f.protect)
+	for _, e := range entries {
+		if e = ExpandHome(e, home); e != "" && !slices.Contains(f.protect, e) {
+			f.protect = append(f.protect, e)
+		}
+	}
 	return f
 }
 
@@ -504,7 +523,8 @@ func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
 }
 
 // Policy is [sandbox.NewPolicy] with the fence's hidden directories that
-// exist now added to p.Hide (for a confined mode). A hidden directory that
+// exist now added to p.Hide, and its protected paths to p.Protect (for a
+// confined mode). A hidden directory that
 // is itself one of the roots is left out, so that [Fence.Pin] refuses the
 // root with the fence's own reason. It reads the file system.
 func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
@@ -522,6 +542,7 @@ func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
 			}
 		}
 		p.HideFiles = append(slices.Clone(p.HideFiles), f.state().hiddenFiles...)
+		p.Protect = append(slices.Clone(p.Protect), f.protect...)
 	}
 	return sandbox.NewPolicy(p)
 }

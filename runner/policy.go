@@ -38,7 +38,7 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // DefaultProtect are the sub-paths kept read-only inside every writable
 // root when a policy sets no protect list, relative to that root: what
 // git or a shell would run later on the operator's behalf.
-var DefaultProtect = []string{".git/hooks", ".git/config", ".gitmodules",
+var DefaultProtect = []string{".git/hooks/", ".git/config", ".gitmodules",
 	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.

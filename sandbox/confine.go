@@ -68,6 +68,10 @@ type ConfineParams struct {
 	// change the host's nodes' mode or times. Defaults to "" (the host's
 	// nodes: right for a worker that is not root, which owns none).
 	DeviceNodes string
+	// ProtectFDs, when RootFDs is not nil, are the descriptor numbers of
+	// the policy's pinned protected paths ([Pinned.Protected]), in that
+	// order; each is bound with --bind-fd / --ro-bind-fd like a root.
+	ProtectFDs []int
 
 	// ungranted are directories bound read-write by path and left out of
 	// the launcher's writable set: the probe writes one to check that the
@@ -93,7 +97,8 @@ type ConfineParams struct {
 //     absolute (wraps [ErrUnusable]);
 //   - the policy's network is false but Discovery.NetworkIsolation is
 //     false (wraps [ErrNoNetworkIsolation]);
-//   - RootFDs is not nil and does not have one descriptor (>= 3) per root.
+//   - RootFDs is not nil and does not have one descriptor (>= 3) per
+//     root, or ProtectFDs one per pinned protected path.
 func Build(cp ConfineParams) ([]string, error) {
 	argv, p, d := cp.Argv, cp.Policy, cp.Discovery
 	if len(argv) == 0 {
@@ -120,14 +125,17 @@ func Build(cp ConfineParams) ([]string, error) {
 		if len(cp.RootFDs) != len(roots) {
 			return nil, fmt.Errorf("sandbox: %d root descriptors for %d roots", len(cp.RootFDs), len(roots))
 		}
-		for _, fd := range cp.RootFDs {
+		if n := p.pinnedProtect(); len(cp.ProtectFDs) != n {
+			return nil, fmt.Errorf("sandbox: %d protected-path descriptors for %d protected paths", len(cp.ProtectFDs), n)
+		}
+		for _, fd := range append(slices.Clone(cp.RootFDs), cp.ProtectFDs...) {
 			if fd < 3 {
 				return nil, fmt.Errorf("sandbox: root descriptor %d is a standard stream", fd)
 			}
 		}
 	}
 
-	n := 90 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + len(argv)
+	n := 90 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + 6*len(p.protect) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
 	if d.DisableUserns {
@@ -191,6 +199,7 @@ func Build(cp ConfineParams) ([]string, error) {
 	for _, h := range p.hide {
 		out = append(out, "--remount-ro", h)
 	}
+	out = appendProtect(out, p.protect, cp)
 	for _, u := range cp.ungranted {
 		out = append(out, "--bind", u, u)
 	}
@@ -203,6 +212,47 @@ func Build(cp ConfineParams) ([]string, error) {
 		return append(out, launchSpec(p, d, argv).Args()...), nil
 	}
 	return append(out, argv...), nil
+}
+
+// appendProtect appends the mounts of the protected paths (already
+// ordered: a directory before what it contains): kept directories bound
+// read-write onto themselves, existing paths read-only, missing ones
+// covered. Pinned ones are bound from cp.ProtectFDs when cp.RootFDs is
+// set.
+func appendProtect(out []string, pm []protectMount, cp ConfineParams) []string {
+	i := 0
+	for _, m := range pm {
+		switch m.kind {
+		case protectNewDir:
+			out = append(out, "--tmpfs", m.path, "--remount-ro", m.path)
+			continue
+		case protectNewFile:
+			out = append(out, "--ro-bind", "/dev/null", m.path)
+			continue
+		}
+		bind := "--ro-bind"
+		if m.kind == protectKeep {
+			bind = "--bind"
+		}
+		if cp.RootFDs != nil {
+			out = append(out, bind+"-fd", strconv.Itoa(cp.ProtectFDs[i]), m.path)
+		} else {
+			out = append(out, bind, m.path, m.path)
+		}
+		i++
+	}
+	return out
+}
+
+// pinnedProtect is the number of protected paths [PinRoots] pins.
+func (p Policy) pinnedProtect() int {
+	n := 0
+	for _, m := range p.protect {
+		if m.kind.pinned() {
+			n++
+		}
+	}
+	return n
 }
 
 // mount is one root bind or one hidden directory's tmpfs.

@@ -51,17 +51,21 @@ type Inherited struct {
 	Launcher *os.File
 	// Roots are the pinned roots ([PinRoots]), in [Policy.Roots] order.
 	Roots []*os.File
+	// Protected are the pinned protected paths ([Pinned.Protected]),
+	// after the roots ([ProtectFDs]).
+	Protected []*os.File
 }
 
 // ExtraFiles returns the files in descriptor order, from 3.
 func (in Inherited) ExtraFiles() []*os.File {
-	out := make([]*os.File, 0, FirstRootFD-3+len(in.Roots))
+	out := make([]*os.File, 0, FirstRootFD-3+len(in.Roots)+len(in.Protected))
 	report := in.Status
 	if in.Launcher == nil {
 		report = nil
 	}
 	out = append(out, in.Status, in.Seccomp, report, in.Launcher)
-	return append(out, in.Roots...)
+	out = append(out, in.Roots...)
+	return append(out, in.Protected...)
 }
 
 // RootFDs returns the descriptor numbers of n pinned roots as
@@ -70,6 +74,16 @@ func RootFDs(n int) []int {
 	fds := make([]int, n)
 	for i := range fds {
 		fds[i] = FirstRootFD + i
+	}
+	return fds
+}
+
+// ProtectFDs returns the descriptor numbers of n pinned protected paths
+// as [Inherited.ExtraFiles] places them: after nRoots pinned roots.
+func ProtectFDs(nRoots, n int) []int {
+	fds := make([]int, n)
+	for i := range fds {
+		fds[i] = FirstRootFD + nRoots + i
 	}
 	return fds
 }

@@ -20,7 +20,8 @@ var ErrRootChanged = errors.New("changed while it was being checked")
 // directory checked, not whatever a path leads to later. Close releases
 // the descriptors. A Pinned is not safe for concurrent use.
 type Pinned struct {
-	files []*os.File
+	files   []*os.File
+	protect []*os.File
 }
 
 // Files returns the descriptors in [Policy.Roots] order (none for a nil
@@ -32,6 +33,16 @@ func (p *Pinned) Files() []*os.File {
 	return p.files
 }
 
+// Protected returns the descriptors of the policy's protected paths that
+// exist (each kept directory and read-only path, in the order
+// [ConfineParams].ProtectFDs follows). The caller must not close them.
+func (p *Pinned) Protected() []*os.File {
+	if p == nil {
+		return nil
+	}
+	return p.protect
+}
+
 // Close closes every descriptor. It is safe to call more than once, and
 // on a nil Pinned.
 func (p *Pinned) Close() {
@@ -41,10 +52,14 @@ func (p *Pinned) Close() {
 	for _, f := range p.files {
 		f.Close()
 	}
-	p.files = nil
+	for _, f := range p.protect {
+		f.Close()
+	}
+	p.files, p.protect = nil, nil
 }
 
-// PinRoots opens every root of pol (O_PATH, O_DIRECTORY, close-on-exec)
+// PinRoots opens every root of pol (O_PATH, O_DIRECTORY, close-on-exec),
+// and then every protected path of pol that exists ([Pinned.Protected]),
 // by its canonical path, resolving it with openat2(2)'s
 // RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS (on kernels before 5.6,
 // an O_NOFOLLOW walk, one component at a time): a symlink anywhere on the
@@ -66,6 +81,17 @@ func PinRoots(pol Policy) (*Pinned, error) {
 		}
 		pp.files = append(pp.files, f)
 	}
+	for _, m := range pol.protect {
+		if !m.kind.pinned() {
+			continue
+		}
+		f, err := openNoSymlinksKind(m.path, m.kind != protectFile, false)
+		if err != nil {
+			pp.Close()
+			return nil, fmt.Errorf("%w (a protected path)", err)
+		}
+		pp.protect = append(pp.protect, f)
+	}
 	return pp, nil
 }
 
@@ -78,11 +104,21 @@ func OpenNoSymlinks(dir string) (*os.File, error) { return openNoSymlinks(dir, f
 // openNoSymlinks is OpenNoSymlinks; walk forces the walk used on kernels
 // without openat2 (for tests).
 func openNoSymlinks(dir string, walk bool) (*os.File, error) {
+	return openNoSymlinksKind(dir, true, walk)
+}
+
+// openNoSymlinksKind is openNoSymlinks for a directory (isDir) or for
+// anything but a directory: a final component that is a symlink, or not
+// of that kind, wraps [ErrRootChanged] too.
+func openNoSymlinksKind(dir string, isDir, walk bool) (*os.File, error) {
 	if !strings.HasPrefix(dir, "/") {
 		return nil, fmt.Errorf("sandbox: %q is not an absolute path", dir)
 	}
-	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW
-	how := &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	flags := unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if isDir {
+		flags |= unix.O_DIRECTORY
+	}
+	how := &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	fd, err := -1, error(unix.ENOSYS)
 	if !walk {
 		fd, err = unix.Openat2(unix.AT_FDCWD, dir, how)
@@ -100,17 +136,27 @@ func openNoSymlinks(dir string, walk bool) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("sandbox: open %s: %w", dir, err)
 	}
+	if !isDir {
+		// O_PATH|O_NOFOLLOW opens a final symlink itself rather than
+		// failing; a directory is refused for a file's pin.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			unix.Close(fd)
+			return nil, fmt.Errorf("sandbox: %s: now a symlink or a directory: %w", dir, ErrRootChanged)
+		}
+	}
 	return os.NewFile(uintptr(fd), dir), nil
 }
 
 // walkNoSymlinks is OpenNoSymlinks for kernels without openat2: one
 // openat(2) per component with O_NOFOLLOW, each relative to the last.
 func walkNoSymlinks(dir string, flags int) (int, error) {
-	fd, err := unix.Open("/", flags, 0)
+	fd, err := unix.Open("/", flags|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, err
 	}
-	for _, c := range strings.Split(strings.Trim(dir, "/"), "/") {
+	parts := strings.Split(strings.Trim(dir, "/"), "/")
+	for i, c := range parts {
 		if c == "" || c == "." {
 			continue
 		}
@@ -118,7 +164,11 @@ func walkNoSymlinks(dir string, flags int) (int, error) {
 			unix.Close(fd)
 			return -1, unix.ELOOP
 		}
-		next, err := unix.Openat(fd, c, flags, 0)
+		f := flags
+		if i < len(parts)-1 {
+			f |= unix.O_DIRECTORY
+		}
+		next, err := unix.Openat(fd, c, f, 0)
 		unix.Close(fd)
 		if err != nil {
 			return -1, err

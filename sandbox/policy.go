@@ -61,6 +61,18 @@ type PolicyParams struct {
 	// /proc, /sys or /dev is refused; duplicates are dropped. Ignored for
 	// danger_full_access. Defaults to none.
 	HideFiles []string
+	// Protect are sub-paths kept read-only inside the writable roots
+	// (workspace_write only; ignored otherwise): each relative entry
+	// names a path below every root (a filepath.Match glob is expanded),
+	// an absolute one itself; an entry ending in "/" is a directory. Each
+	// is resolved as the host's tools reach it (symlinks and ".git"
+	// files followed) and protected where it really is, when that is
+	// inside a writable root: bound read-only onto itself, with every
+	// directory between the root and it bound onto itself so that none
+	// can be renamed away (EBUSY). A missing one is covered when its
+	// parent exists and is not the root itself. The rules, and what they
+	// leave behind, are in docs/policy.md. Defaults to none.
+	Protect []string
 }
 
 // Policy is a checked, canonical sandbox policy built by [NewPolicy]. It is
@@ -75,6 +87,7 @@ type Policy struct {
 	writable  []string
 	hide      []string
 	hideFiles []string
+	protect   []protectMount
 }
 
 // Mode returns the policy's mode.
@@ -103,6 +116,19 @@ func (p Policy) Hide() []string { return slices.Clone(p.hide) }
 
 // HideFiles returns a copy of the canonical hidden files.
 func (p Policy) HideFiles() []string { return slices.Clone(p.hideFiles) }
+
+// Protected returns the canonical paths the policy keeps read-only inside
+// its writable roots ([PolicyParams].Protect, resolved), sorted; a path
+// that did not exist is included (it is covered).
+func (p Policy) Protected() []string {
+	var out []string
+	for _, m := range p.protect {
+		if m.kind != protectKeep {
+			out = append(out, m.path)
+		}
+	}
+	return out
+}
 
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only
@@ -139,7 +165,9 @@ var kernelDirs = []string{"/proc", "/sys", "/dev"}
 //     /dev (these wrap [ErrBadPath]);
 //   - a cwd the sandbox cannot show (wraps [ErrBadPath]);
 //   - writable roots with a mode other than workspace_write;
-//   - network = false with danger_full_access.
+//   - network = false with danger_full_access;
+//   - a protected path that is a writable root or contains one (wraps
+//     [ErrBadPath]).
 func NewPolicy(p PolicyParams) (Policy, error) {
 	if _, err := ParseMode(string(p.Mode)); err != nil {
 		return Policy{}, err
@@ -195,6 +223,13 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 				out.hideFiles = append(out.hideFiles, c)
 			}
 		}
+	}
+	if p.Mode == ModeWorkspaceWrite && len(p.Protect) > 0 {
+		pm, err := resolveProtect(out.Roots(), p.Protect)
+		if err != nil {
+			return Policy{}, err
+		}
+		out.protect = pm
 	}
 	cwd := p.Cwd
 	if cwd == "" || cwd == p.Workspace {

@@ -106,7 +106,8 @@ func (in *Install) Probe(ctx context.Context) (sandbox.ProbeReport, error) {
 // [DefaultHidden]). Built once.
 func (in *Install) Fence() *runner.Fence {
 	in.fenceOnce.Do(func() {
-		in.fence = FenceFor(in.StateDir, in.Config).WithHidePatterns(HidePatterns(in.Policy.HideList())...)
+		in.fence = FenceFor(in.StateDir, in.Config).WithHidePatterns(HidePatterns(in.Policy.HideList())...).
+			WithProtect(in.Policy.ProtectList()...)
 	})
 	return &in.fence
 }

@@ -1,0 +1,173 @@
+package e2etest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// protectAttack is a job's script that tries every way it knows to
+// change what git runs from the repository at the workspace, printing a
+// marker for each that worked: write the hook, create a new one, remove
+// it, rename the hooks directory or the real git directory (%[2]s, as
+// git finds it) away and put its own in place, rewrite the config, and
+// (with %[3]s "check-dotgit") rename or rewrite the workspace's .git; then
+// it prints what it can read of the hook, so the test knows the sandbox
+// showed the repository at all.
+const protectAttack = `
+cd %[1]q
+G=%[2]q
+echo pwned >> $G/hooks/pre-commit 2>/dev/null && echo WROTE-hook
+echo pwned > $G/hooks/post-checkout 2>/dev/null && echo CREATED-hook
+rm $G/hooks/pre-commit 2>/dev/null && echo REMOVED-hook
+mv $G/hooks $G/hooks-away 2>/dev/null && echo RENAMED-hooks
+mkdir -p $G/hooks 2>/dev/null; echo pwned > $G/hooks/pre-commit 2>/dev/null
+real=$(cd $G && pwd -P)
+mv "$real" "$real-away" 2>/dev/null && echo RENAMED-gitdir
+echo '[core] hooksPath = /x' >> $G/config 2>/dev/null && echo WROTE-config
+if [ %[3]q = check-dotgit ]; then
+	mv .git .git-away 2>/dev/null && echo RENAMED-dotgit
+	echo 'gitdir: /x' > .git 2>/dev/null && echo WROTE-dotgit
+fi
+echo "hook=[$(cat $G/hooks/pre-commit 2>&1)]"
+true
+`
+
+// TestE2EProtectedGitHooks: with no policy set, the default protect list
+// keeps a repository's .git/hooks and .git/config read-only inside a
+// workspace_write job's workspace, at both grades, with .git a directory,
+// a symlink to the real one elsewhere in the workspace, and a "gitdir:"
+// file (a linked worktree's) naming one in a writable root: the hook
+// cannot be written, created, removed, nor replaced by renaming
+// .git/hooks or the real .git directory away. A policy that protects
+// nothing lets the same job through, so the checks can fail.
+func TestE2EProtectedGitHooks(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		// One bundle for the three layouts: no subtests (the bundle
+		// fails its own test).
+		for _, layout := range []string{"dir", "symlink", "gitdir"} {
+			func() {
+				ws := t.TempDir()
+				writable := ""
+				gitdir := filepath.Join(ws, ".git")
+				switch layout {
+				case "symlink":
+					gitdir = filepath.Join(ws, "meta", "repo.git")
+					require.NoError(t, os.MkdirAll(gitdir, 0o755))
+					require.NoError(t, os.Symlink("meta/repo.git", filepath.Join(ws, ".git")))
+				case "gitdir":
+					// The main repository's gitdir is another writable
+					// root; the worktree's .git file points into it.
+					writable = t.TempDir()
+					main := filepath.Join(writable, ".git")
+					gitdir = filepath.Join(main, "worktrees", "wt")
+					require.NoError(t, os.MkdirAll(filepath.Join(main, "hooks"), 0o755))
+					require.NoError(t, os.MkdirAll(gitdir, 0o755))
+					require.NoError(t, os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o644))
+					require.NoError(t, os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+gitdir+"\n"), 0o644))
+					gitdir = main // where git keeps a worktree's hooks and config
+					// The worktree's own gitdir has hooks too in this test, so
+					// that the script's paths reach something.
+					require.NoError(t, os.MkdirAll(filepath.Join(main, "worktrees", "wt", "hooks"), 0o755))
+					require.NoError(t, os.WriteFile(filepath.Join(main, "worktrees", "wt", "hooks", "pre-commit"), []byte("#!/bin/sh\necho original\n"), 0o755))
+					require.NoError(t, os.WriteFile(filepath.Join(main, "worktrees", "wt", "config"), []byte("[core]\n"), 0o644))
+				default:
+					require.NoError(t, os.MkdirAll(gitdir, 0o755))
+				}
+				require.NoError(t, os.MkdirAll(filepath.Join(gitdir, "hooks"), 0o755))
+				hook := filepath.Join(gitdir, "hooks", "pre-commit")
+				require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho original\n"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(gitdir, "config"), []byte("[core]\n"), 0o644))
+				// A symlinked .git is itself an entry of the workspace, which
+				// no mount can pin (a mount point is never a symlink): the
+				// job may rename the link; what it leads to stays
+				// protected. See docs/policy.md.
+				dotgit := "check-dotgit"
+				if layout == "symlink" {
+					dotgit = "skip"
+				}
+				wr := ""
+				if writable != "" {
+					wr = fmt.Sprintf("writable = [%q]\n", writable)
+				}
+				job := b.WriteJob("attack-"+layout+".toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\n%scommand = '''%s'''\n", ws, wr, fmt.Sprintf(protectAttack, ws, gitdir, dotgit)))
+
+				b.SetPolicy("protect = [\"@default\"]\n") // the defaults
+				out, errOut, code := b.Run("run", job)
+				require.Equal(t, 0, code, "%s\n%s", out, errOut)
+				require.Contains(t, out, "hook=[#!/bin/sh", "the job saw the hook: %s", out)
+				for _, m := range []string{"WROTE-hook", "CREATED-hook", "REMOVED-hook", "RENAMED-hooks", "RENAMED-gitdir", "WROTE-config", "RENAMED-dotgit", "WROTE-dotgit", "pwned"} {
+					require.NotContains(t, out, m, "protected path changed (%s)", layout)
+				}
+				data, err := os.ReadFile(hook)
+				require.NoError(t, err)
+				require.Equal(t, "#!/bin/sh\necho original\n", string(data))
+				cfg, err := os.ReadFile(filepath.Join(gitdir, "config"))
+				require.NoError(t, err)
+				require.Equal(t, "[core]\n", string(cfg))
+				require.NoFileExists(t, filepath.Join(gitdir, "hooks", "post-checkout"))
+				if layout == "gitdir" {
+					ptr, err := os.ReadFile(filepath.Join(ws, ".git"))
+					require.NoError(t, err)
+					require.True(t, strings.HasPrefix(string(ptr), "gitdir: "), "the .git file was rewritten: %q", ptr)
+				}
+
+				// With nothing protected, the same job changes the hook:
+				// the checks above can fail.
+				b.SetPolicy("protect = []\n")
+				out, errOut, code = b.Run("run", job)
+				require.Equal(t, 0, code, "%s\n%s", out, errOut)
+				require.Contains(t, out, "WROTE-hook", "unprotected, the hook is writable (%s)", layout)
+			}()
+		}
+	})
+}
+
+// TestE2EProtectedMissingAndLinked: a protected path that does not exist
+// yet (.git/hooks in a fresh .git) cannot be created, and a symlink that
+// the job's workspace holds (left by an earlier job) pointing at a
+// protected file elsewhere in its writable roots does not make it
+// writable: the file is protected where it really is.
+func TestE2EProtectedMissingAndLinked(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		ws := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+		other := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(other, ".bashrc"), []byte("# original\n"), 0o644))
+		require.NoError(t, os.Symlink(filepath.Join(other, ".bashrc"), filepath.Join(ws, "rc")))
+		job := b.WriteJob("missing.toml", fmt.Sprintf(`mode = "workspace_write"
+workspace = %[1]q
+writable = [%[2]q]
+command = '''
+cd %[1]q; ls -la . .git .git/hooks; grep -c "" /proc/self/mountinfo; grep " %[1]s" /proc/self/mountinfo
+mkdir -p .git/hooks 2>/dev/null
+echo pwned > .git/hooks/pre-commit 2>/dev/null && echo CREATED-hook
+echo pwned >> rc 2>/dev/null && echo WROTE-through-link
+echo pwned >> %[2]s/.bashrc 2>/dev/null && echo WROTE-bashrc
+echo done
+'''
+`, ws, other))
+		b.SetPolicy("protect = [\"@default\"]\n")
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		require.Contains(t, out, "done")
+		require.NotContains(t, out, "CREATED-hook")
+		require.NotContains(t, out, "WROTE-")
+		require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
+		data, err := os.ReadFile(filepath.Join(other, ".bashrc"))
+		require.NoError(t, err)
+		require.Equal(t, "# original\n", string(data))
+
+		b.SetPolicy("protect = []\n")
+		out, errOut, code = b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		require.Contains(t, out, "CREATED-hook")
+		require.Contains(t, out, "WROTE-through-link")
+	})
+}

@@ -1,0 +1,280 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// protectKind is how one protected path is mounted ([Policy.protect]).
+type protectKind uint8
+
+const (
+	// protectKeep is a directory between a writable root and a protected
+	// path, bound read-write onto itself: a mount point cannot be renamed
+	// or removed (EBUSY, rename(2)), so the job cannot move the protected
+	// path away with it and put its own in its place.
+	protectKeep protectKind = iota
+	// protectDir is an existing protected directory, bound read-only.
+	protectDir
+	// protectFile is an existing protected file (anything but a
+	// directory), bound read-only.
+	protectFile
+	// protectNewDir is a protected directory that does not exist: an
+	// empty read-only tmpfs is mounted there (bwrap makes the mount
+	// point, an empty directory left behind on the host).
+	protectNewDir
+	// protectNewFile is a protected file that does not exist: /dev/null is
+	// bound there read-only (bwrap makes the mount point, an empty file
+	// left behind on the host; opening it in the sandbox fails, as
+	// bwrap's binds are nodev).
+	protectNewFile
+)
+
+// pinned reports whether the kind binds an existing path, pinned by
+// descriptor ([PinRoots]).
+func (k protectKind) pinned() bool { return k <= protectFile }
+
+// readOnly reports whether nothing below a mount of this kind can be
+// written.
+func (k protectKind) readOnly() bool { return k != protectKeep }
+
+// protectMount is one mount of a policy's protected paths.
+type protectMount struct {
+	path string // canonical, absolute
+	kind protectKind
+}
+
+// maxGitFile bounds how much of a ".git" file is read for its "gitdir:"
+// line: git writes one short line.
+const maxGitFile = 4096
+
+// resolveProtect returns the mounts that keep entries read-only inside
+// the writable roots (canonical), sorted so that a directory comes before
+// what it contains. An entry ending in "/" names a directory (what is
+// mounted where it does not exist). A relative entry names a path below each root (a
+// filepath.Match glob is expanded there), an absolute one itself. Each is
+// resolved as the host's tools would reach it: symlinks are followed, and
+// a ".git" that is a file saying "gitdir: DIR" (a linked worktree, a
+// submodule) leads to DIR, and to DIR's "commondir" as well, where git
+// keeps the hooks and config a worktree shares; the ".git" file itself is
+// protected too. A path that resolves outside every writable root is
+// read-only already and needs nothing. One that does not exist is covered
+// when its parent directory does and is not itself a writable root (so
+// that no placeholder appears in a project's top directory); see
+// docs/policy.md.
+//
+// # Errors
+//
+// A protected path that is a writable root or contains one (wraps
+// [ErrBadPath]): the root could not be written at all.
+func resolveProtect(roots, entries []string) ([]protectMount, error) {
+	kinds := map[string]protectKind{}
+	add := func(path string, k protectKind) {
+		if old, ok := kinds[path]; !ok || k > old && old == protectKeep {
+			kinds[path] = k
+		}
+	}
+	for _, root := range roots {
+		for _, e := range entries {
+			var cands []string
+			dir := strings.HasSuffix(e, "/")
+			if filepath.IsAbs(e) {
+				cands = expandEntry(filepath.Clean(e))
+			} else {
+				rel := filepath.Clean(e)
+				if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+					continue
+				}
+				cands = expandEntry(filepath.Join(root, rel))
+			}
+			for _, c := range cands {
+				targets, pointers := resolveGit(c, 0)
+				for _, t := range targets {
+					if err := protectTarget(roots, t, dir, false, add); err != nil {
+						return nil, fmt.Errorf("%w (protect %q)", err, e)
+					}
+				}
+				for _, p := range pointers {
+					if err := protectTarget(roots, p, false, true, add); err != nil {
+						return nil, fmt.Errorf("%w (protect %q)", err, e)
+					}
+				}
+			}
+		}
+	}
+	paths := make([]string, 0, len(kinds))
+	for p := range kinds {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	var out []protectMount
+	for _, p := range paths {
+		// Below a read-only mount nothing can be written (nor a mount
+		// point made): a mount there would only cost.
+		if slices.ContainsFunc(out, func(m protectMount) bool { return m.kind.readOnly() && Within(p, m.path) }) {
+			continue
+		}
+		out = append(out, protectMount{path: p, kind: kinds[p]})
+	}
+	return out, nil
+}
+
+// expandEntry returns the paths a protect entry names: the glob's matches
+// (sorted) when it has metacharacters, else the path itself.
+func expandEntry(path string) []string {
+	if !strings.ContainsAny(path, `*?[\`) {
+		return []string{path}
+	}
+	m, _ := filepath.Glob(path) // only ErrBadPattern: matches nothing
+	return m
+}
+
+// protectTarget adds the mounts that protect t (resolved; it may not
+// exist) when it lies inside one of roots: the directories between the
+// deepest such root and t are kept, and t is bound read-only, or covered
+// when missing (with an empty directory when dir, else a file). pointer
+// marks a ".git" file, which is protected where it is. A t outside every
+// root needs nothing.
+func protectTarget(roots []string, t string, dir, pointer bool, add func(string, protectKind)) error {
+	root := ""
+	for _, r := range roots {
+		if Within(r, t) {
+			return fmt.Errorf("sandbox: writable root %q is or lies inside the protected path %q: %w", r, t, ErrBadPath)
+		}
+		if Within(t, r) && len(r) > len(root) {
+			root = r
+		}
+	}
+	if root == "" {
+		return nil
+	}
+	fi, err := os.Lstat(t)
+	kind := protectFile
+	switch {
+	case err == nil && fi.IsDir():
+		kind = protectDir
+	case err == nil:
+	case pointer:
+		return nil
+	default:
+		parent := filepath.Dir(t)
+		if parent == root {
+			return nil // not in a project's top directory: see resolveProtect
+		}
+		if pi, err := os.Lstat(parent); err != nil || !pi.IsDir() {
+			return nil // nothing to protect, nor a place for a mount point
+		}
+		kind = protectNewFile
+		if dir {
+			kind = protectNewDir
+		}
+	}
+	for a := filepath.Dir(t); a != root && Within(a, root); a = filepath.Dir(a) {
+		add(a, protectKeep)
+	}
+	add(t, kind)
+	return nil
+}
+
+// resolveGit resolves path as the host would reach it: every symlink
+// followed (as far as the path exists; at most 40, SYMLOOP_MAX), and a
+// regular file named ".git" with more path after it replaced by the
+// directory its "gitdir:" line names, relative to the file's directory
+// (gitrepository-layout(5)). It returns the resolved paths (a second one
+// through the gitdir's "commondir" file, when there is one) and the
+// ".git" files passed through. Paths past a missing component stay as
+// written.
+func resolveGit(path string, depth int) (targets, pointers []string) {
+	if depth > 8 {
+		return []string{path}, nil
+	}
+	resolved := "/"
+	rest := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+	for hops := 0; len(rest) > 0; {
+		part := rest[0]
+		rest = rest[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, part)
+		fi, err := os.Lstat(next)
+		switch {
+		case err != nil:
+			return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(next)
+			if hops++; err != nil || hops > 40 {
+				return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers
+			}
+			if filepath.IsAbs(target) {
+				resolved = "/"
+			}
+			rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
+		case part == ".git" && fi.Mode().IsRegular() && len(rest) > 0:
+			gitdir, ok := readGitdir(next)
+			if !ok {
+				resolved = next
+				continue
+			}
+			pointers = append(pointers, next)
+			if !filepath.IsAbs(gitdir) {
+				gitdir = filepath.Join(resolved, gitdir)
+			}
+			tail := filepath.Join(rest...)
+			t, p := resolveGit(filepath.Join(gitdir, tail), depth+1)
+			targets, pointers = append(targets, t...), append(pointers, p...)
+			if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
+				if !filepath.IsAbs(common) {
+					common = filepath.Join(gitdir, common)
+				}
+				t, p := resolveGit(filepath.Join(common, tail), depth+1)
+				targets, pointers = append(targets, t...), append(pointers, p...)
+			}
+			return targets, pointers
+		default:
+			resolved = next
+		}
+	}
+	return []string{resolved}, pointers
+}
+
+// readGitdir returns the directory a ".git" file names ("gitdir: DIR").
+func readGitdir(path string) (string, bool) {
+	line, ok := readLine(path)
+	if !ok {
+		return "", false
+	}
+	dir, ok := strings.CutPrefix(line, "gitdir:")
+	dir = strings.TrimSpace(dir)
+	return dir, ok && dir != ""
+}
+
+// readLine returns the first line of a small regular file, trimmed.
+func readLine(path string) (string, bool) {
+	// O_NONBLOCK: a FIFO named .git must not stall the worker.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxGitFile))
+	if err != nil {
+		return "", false
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	s := strings.TrimSpace(string(line))
+	return s, s != "" && !strings.ContainsRune(s, 0)
+}
