@@ -461,7 +461,8 @@ func adjustedFields(a *Adjustment) []string {
 	var out []string
 	has := map[string]bool{
 		"argv": a.Argv != nil, "env": a.Env != nil, "cwd": a.Cwd != nil, "mode": a.Mode != nil,
-		"network": a.Network != nil, "unix_sockets": a.UnixSockets != nil, "writable": a.Writable != nil, "timeout_s": a.TimeoutS != nil,
+		"network": a.Network != nil, "unix_sockets": a.UnixSockets != nil, "writable": a.Writable != nil,
+		"protect": a.Protect != nil, "hide": a.Hide != nil, "timeout_s": a.TimeoutS != nil,
 	}
 	for _, f := range adjustableFields {
 		if has[f] {
@@ -487,6 +488,6 @@ func jobEqual(a, b Job) bool {
 	}
 	return a.ID == b.ID && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && eqMap(a.Env, b.Env) &&
 		a.Cwd == b.Cwd && a.Workspace == b.Workspace && a.Mode == b.Mode && a.Network == b.Network && a.UnixSockets == b.UnixSockets &&
-		slices.Equal(a.Writable, b.Writable) && a.TimeoutS == b.TimeoutS && a.Attempt == b.Attempt &&
+		slices.Equal(a.Writable, b.Writable) && slices.Equal(a.Protect, b.Protect) && slices.Equal(a.Hide, b.Hide) && a.TimeoutS == b.TimeoutS && a.Attempt == b.Attempt &&
 		eqMap(a.Labels, b.Labels)
 }

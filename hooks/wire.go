@@ -42,6 +42,19 @@ type Job struct {
 	// a whole); a root not equal to or under an existing one needs
 	// [Config.MayWiden]. nil is sent as [].
 	Writable []string `json:"writable"`
+	// Protect lists extra paths kept read-only inside the writable roots,
+	// on top of the policy's protect list (same form: a relative entry is
+	// below every writable root, an absolute one itself). Adjustable
+	// (replaced as a whole); dropping an entry needs [Config.MayWiden].
+	// The policy's own entries are not here and cannot be dropped. nil is
+	// sent as [].
+	Protect []string `json:"protect"`
+	// Hide lists extra absolute paths hidden from the job, on top of the
+	// policy's hide list (a directory behind an empty tmpfs, a file made
+	// unreadable; a path that does not exist is skipped). Adjustable
+	// (replaced as a whole); dropping an entry needs [Config.MayWiden].
+	// nil is sent as [].
+	Hide []string `json:"hide"`
 	// TimeoutS is the job's timeout in seconds; 0 means none. Adjustable.
 	TimeoutS float64 `json:"timeout_s"`
 	// Attempt is the attempt number, from 1. Not adjustable.
@@ -55,6 +68,8 @@ func (j Job) Clone() Job {
 	j.Argv = slices.Clone(j.Argv)
 	j.Env = maps.Clone(j.Env)
 	j.Writable = slices.Clone(j.Writable)
+	j.Protect = slices.Clone(j.Protect)
+	j.Hide = slices.Clone(j.Hide)
 	j.Labels = maps.Clone(j.Labels)
 	return j
 }
@@ -70,6 +85,12 @@ func (j Job) wire() Job {
 	}
 	if j.Writable == nil {
 		j.Writable = []string{}
+	}
+	if j.Protect == nil {
+		j.Protect = []string{}
+	}
+	if j.Hide == nil {
+		j.Hide = []string{}
 	}
 	if j.Labels == nil {
 		j.Labels = map[string]string{}
@@ -88,6 +109,19 @@ type SandboxInfo struct {
 	// Argv is the confined argv as it would run now (the job's argv itself
 	// for danger_full_access). nil is sent as [].
 	Argv []string `json:"argv"`
+	// Network is the network decision: true when the job would share the
+	// host network (it asked and the policy allows it).
+	Network bool `json:"network"`
+	// Hidden are the canonical paths hidden from the job (the policy's,
+	// paddock's own directories and [Job.Hide]) that exist now. nil is
+	// sent as [].
+	Hidden []string `json:"hidden"`
+	// Protected are the canonical paths kept read-only inside the job's
+	// writable roots (the policy's protect list and [Job.Protect],
+	// resolved as the host reaches them); one that does not exist yet is
+	// listed when it is covered. Empty unless the mode is
+	// workspace_write. nil is sent as [].
+	Protected []string `json:"protected"`
 }
 
 // Request is one request on the wire (version [WireVersion]). The chain
@@ -165,16 +199,22 @@ type Adjustment struct {
 	// Writable replaces [Job.Writable] as a whole; new roots need
 	// [Config.MayWiden].
 	Writable []string `json:"writable,omitempty"`
+	// Protect replaces [Job.Protect] as a whole; dropping an entry needs
+	// [Config.MayWiden].
+	Protect []string `json:"protect,omitempty"`
+	// Hide replaces [Job.Hide] as a whole (absolute paths); dropping an
+	// entry needs [Config.MayWiden].
+	Hide []string `json:"hide,omitempty"`
 	// TimeoutS replaces [Job.TimeoutS], in seconds; 0 means none.
 	TimeoutS *float64 `json:"timeout_s,omitempty"`
 }
 
 // adjustableFields are the wire names an adjustment may carry, in order.
-var adjustableFields = []string{"argv", "env", "cwd", "mode", "network", "unix_sockets", "writable", "timeout_s"}
+var adjustableFields = []string{"argv", "env", "cwd", "mode", "network", "unix_sockets", "writable", "protect", "hide", "timeout_s"}
 
 // AdjustableFields returns the wire names of the job fields an adjust may
-// carry, in wire order (argv, env, cwd, mode, network, writable,
-// timeout_s). The slice is a copy.
+// carry, in wire order (argv, env, cwd, mode, network, unix_sockets,
+// writable, protect, hide, timeout_s). The slice is a copy.
 func AdjustableFields() []string { return slices.Clone(adjustableFields) }
 
 // ParseDecision parses data as exactly one decision object (surrounding
@@ -270,6 +310,12 @@ func parseAdjustment(data []byte) (*Adjustment, error) {
 		case "writable":
 			a.Writable = []string{}
 			err = json.Unmarshal(v, &a.Writable)
+		case "protect":
+			a.Protect = []string{}
+			err = json.Unmarshal(v, &a.Protect)
+		case "hide":
+			a.Hide = []string{}
+			err = json.Unmarshal(v, &a.Hide)
 		case "timeout_s":
 			err = json.Unmarshal(v, &a.TimeoutS)
 		default:
@@ -398,6 +444,34 @@ func ApplyAdjustment(job Job, a *Adjustment, mayWiden bool) (Job, []string, erro
 		}
 		out.Writable = slices.Clone(a.Writable)
 		changed = append(changed, "writable")
+	}
+	if a.Protect != nil {
+		for _, e := range a.Protect {
+			if e == "" || strings.ContainsRune(e, 0) {
+				return bad("adjusted protect entry %q is empty or contains a NUL byte", e)
+			}
+		}
+		for _, e := range job.Protect {
+			if !mayWiden && !slices.Contains(a.Protect, e) {
+				return widen("protect entry %q is dropped", e)
+			}
+		}
+		out.Protect = slices.Clone(a.Protect)
+		changed = append(changed, "protect")
+	}
+	if a.Hide != nil {
+		for _, h := range a.Hide {
+			if !filepath.IsAbs(h) || strings.ContainsRune(h, 0) {
+				return bad("adjusted hide entry %q is not an absolute path without NUL bytes", h)
+			}
+		}
+		for _, h := range job.Hide {
+			if !mayWiden && !slices.Contains(a.Hide, h) {
+				return widen("hide entry %q is dropped", h)
+			}
+		}
+		out.Hide = slices.Clone(a.Hide)
+		changed = append(changed, "hide")
 	}
 	if a.TimeoutS != nil {
 		t := *a.TimeoutS

@@ -508,6 +508,9 @@ func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	if err != nil {
 		return info, err
 	}
+	info.Network = pol.Network()
+	info.Hidden = append(pol.Hide(), pol.HideFiles()...)
+	info.Protected = pol.Protected()
 	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d, DeviceNodes: f.DeviceNodes()})
 	return info, err
 }
@@ -519,7 +522,22 @@ func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
-	return f.Policy(sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable})
+	pp := sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable,
+		Protect: j.Protect}
+	// The hooks' extra hidden paths: those that exist, as directories or
+	// files; one that does not exist has nothing to hide.
+	for _, h := range j.Hide {
+		c, err := sandbox.Canonical(h)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+			pp.Hide = append(pp.Hide, c)
+		} else if err == nil {
+			pp.HideFiles = append(pp.HideFiles, c)
+		}
+	}
+	return f.Policy(pp)
 }
 
 // Policy is [sandbox.NewPolicy] with the fence's hidden directories that
