@@ -48,7 +48,8 @@ func TestParseDecision(t *testing.T) {
 
 func TestApplyAdjustment(t *testing.T) {
 	t.Parallel()
-	base := Job{Argv: []string{"ls"}, Mode: "workspace_write", Network: false, Writable: []string{"/data"}, Env: map[string]string{"A": "1"}}
+	base := Job{Argv: []string{"ls"}, Mode: "workspace_write", Network: false, Writable: []string{"/data"}, Env: map[string]string{"A": "1"},
+		Protect: []string{".env"}, Hide: []string{"/srv/keys"}}
 	str := func(s string) *string { return &s }
 	yes, no := true, false
 	neg := -1.0
@@ -83,6 +84,13 @@ func TestApplyAdjustment(t *testing.T) {
 		{name: "env bad name", a: Adjustment{Env: map[string]string{"A=B": "1"}}, want: ErrBadDecision},
 		{name: "env replaced", a: Adjustment{Env: map[string]string{}}, check: func(t *testing.T, j Job) { require.Empty(t, j.Env) }},
 		{name: "timeout negative", a: Adjustment{TimeoutS: &neg}, want: ErrBadDecision},
+		{name: "protect more", a: Adjustment{Protect: []string{".env", "Makefile"}}, check: func(t *testing.T, j Job) { require.Equal(t, []string{".env", "Makefile"}, j.Protect) }},
+		{name: "protect dropped", a: Adjustment{Protect: []string{"Makefile"}}, want: ErrWiden},
+		{name: "protect dropped allowed", a: Adjustment{Protect: []string{}}, mayWiden: true, check: func(t *testing.T, j Job) { require.Empty(t, j.Protect) }},
+		{name: "protect empty entry", a: Adjustment{Protect: []string{".env", ""}}, want: ErrBadDecision},
+		{name: "hide more", a: Adjustment{Hide: []string{"/srv/keys", "/home/u/.pgpass"}}, check: func(t *testing.T, j Job) { require.Len(t, j.Hide, 2) }},
+		{name: "hide dropped", a: Adjustment{Hide: []string{}}, want: ErrWiden},
+		{name: "hide relative", a: Adjustment{Hide: []string{"/srv/keys", ".env"}}, want: ErrBadDecision},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, _, err := ApplyAdjustment(base, &tc.a, tc.mayWiden)

@@ -180,3 +180,37 @@ func TestFenceAdvice(t *testing.T) {
 	}
 	require.Equal(t, "choose a workspace and writable paths that do not contain it, or use another state directory (--state-dir)", f.advice(f.stateDir))
 }
+
+// TestFenceSandboxInfoShowsProtectAndHide: the hooks' sandbox section
+// lists the fence's protected paths as the job's writable roots hold
+// them (resolved), the hidden ones, and the network decision; a job's
+// own Protect and Hide (a hook's adjustment) add to them.
+func TestFenceSandboxInfoShowsProtectAndHide(t *testing.T) {
+	t.Parallel()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "Makefile"), nil, 0o644))
+	secret, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	f := Fence{}.WithProtect(".git/hooks/")
+	j := hooks.Job{ID: "j1", Argv: []string{"true"}, Mode: "workspace_write", Workspace: ws}
+	info, err := f.SandboxInfo(j)
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(ws, ".git", "hooks")}, info.Protected)
+	require.Empty(t, info.Hidden)
+	require.False(t, info.Network)
+
+	j.Protect, j.Hide, j.Network = []string{"Makefile"}, []string{secret, "/does/not/exist"}, true
+	info, err = f.SandboxInfo(j)
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "Makefile")}, info.Protected)
+	require.Equal(t, []string{secret}, info.Hidden)
+	require.True(t, info.Network)
+	require.Contains(t, strings.Join(info.Argv, " "), "--ro-bind "+filepath.Join(ws, "Makefile"))
+
+	j.Mode = "read_only" // nothing to protect: nothing is writable
+	info, err = f.SandboxInfo(j)
+	require.NoError(t, err)
+	require.Empty(t, info.Protected)
+}

@@ -125,13 +125,27 @@ func resolveProtect(roots, entries []string) ([]protectMount, error) {
 	return out, nil
 }
 
-// expandEntry returns the paths a protect entry names: the glob's matches
-// (sorted) when it has metacharacters, else the path itself.
+// expandEntry returns the paths a protect entry names: the entry itself
+// when it has no metacharacters; else the matches (sorted) of its
+// components up to the last one with a metacharacter, each followed by
+// the rest as written, which need not exist (a .git file's gitdir or a
+// missing hooks directory is resolved later).
 func expandEntry(path string) []string {
 	if !strings.ContainsAny(path, `*?[\`) {
 		return []string{path}
 	}
-	m, _ := filepath.Glob(path) // only ErrBadPattern: matches nothing
+	parts := strings.Split(path, "/")
+	last := 0
+	for i, c := range parts {
+		if strings.ContainsAny(c, `*?[\`) {
+			last = i
+		}
+	}
+	m, _ := filepath.Glob(strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
+	rest := filepath.Join(parts[last+1:]...)
+	for i := range m {
+		m[i] = filepath.Join(m[i], rest)
+	}
 	return m
 }
 

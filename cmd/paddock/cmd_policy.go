@@ -188,7 +188,7 @@ func printPolicy(w io.Writer, v policyView, cfg runner.Config) {
 	fmt.Fprintf(w, "workspace_roots  %s\n", roots)
 	fmt.Fprintf(w, "unix_sockets     %s\n", map[bool]string{true: "jobs may ask for them", false: "refused"}[v.UnixSockets])
 	fmt.Fprintf(w, "hide      %s\n", listOrNone(v.Hide))
-	fmt.Fprintf(w, "protect   %s  (stored; not enforced yet: see docs/policy.md)\n", listOrNone(v.Protect))
+	fmt.Fprintf(w, "protect   %s  (read-only inside every writable root)\n", listOrNone(v.Protect))
 	switch {
 	case len(v.Hooks) > 0:
 		fmt.Fprintln(w, "hooks     (every process running this queue's jobs loads these modules, byte for byte)")

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestResolveProtect: each protect entry is followed as git and a shell
+// reach it (a symlinked .git, a gitdir: file and its commondir, a glob)
+// and mounted where it really is, with the directories between the root
+// and it kept; nothing is mounted for what lies outside the writable
+// roots, for a missing entry directly in a root, or below a read-only
+// mount; a root inside a protected path is refused.
+func TestResolveProtect(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	mk := func(dir string, parts ...string) string {
+		p := filepath.Join(append([]string{dir}, parts...)...)
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		return p
+	}
+	file := func(p, text string) { require.NoError(t, os.WriteFile(p, []byte(text), 0o644)) }
+
+	// A plain repository, a symlinked .git into the root, a worktree
+	// whose gitdir is in the root, and a .git symlink leading outside.
+	mk(root, "a", ".git", "hooks")
+	file(filepath.Join(root, "a", ".git", "config"), "")
+	real := mk(root, "meta", "b.git", "hooks")
+	mk(root, "b")
+	require.NoError(t, os.Symlink("../meta/b.git", filepath.Join(root, "b", ".git")))
+	wtgit := mk(root, "a", ".git", "worktrees", "c")
+	file(filepath.Join(wtgit, "commondir"), "../..\n")
+	mk(root, "c")
+	file(filepath.Join(root, "c", ".git"), "gitdir: "+wtgit+"\n")
+	mk(outside, "d.git", "hooks")
+	mk(root, "d")
+	require.NoError(t, os.Symlink(filepath.Join(outside, "d.git"), filepath.Join(root, "d", ".git")))
+	mk(root, "e", ".git") // no hooks yet
+
+	got, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
+	require.NoError(t, err)
+	want := []protectMount{
+		{root + "/a", protectKeep},
+		{root + "/a/.git", protectDir}, // covers a/.git/hooks, config and c's worktree
+		{root + "/c", protectKeep},
+		{root + "/c/.git", protectFile},
+		{root + "/e", protectKeep},
+		{root + "/e/.git", protectKeep},
+		{root + "/e/.git/config", protectNewFile},
+		{root + "/e/.git/hooks", protectNewDir},
+		{root + "/meta", protectKeep},
+		{real[:len(real)-len("/hooks")], protectKeep},
+		{real[:len(real)-len("/hooks")] + "/config", protectNewFile},
+		{real, protectDir},
+	}
+	require.Equal(t, want, got)
+
+	_, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
+	require.ErrorIs(t, err, ErrBadPath)
+}
