@@ -90,20 +90,34 @@ type Config struct {
 	Path string `toml:"-"`
 
 	// hookLines[i] is the line of Hooks[i]'s [[hook]] header in the file
-	// at Path; absent when unknown.
+	// at Path (at chainPath when set); absent when unknown.
 	hookLines []int
+	// chainPath is the file the [[hook]] tables came from when it is not
+	// Path: the queue's policy's ([Config.WithPolicyChain]).
+	chainPath string
+}
+
+// ChainSource names the file the chain's [[hook]] tables came from, for
+// messages: the policy's file when the queue's policy names the chain
+// ([Config.WithPolicyChain]), else Path ("" when none).
+func (c Config) ChainSource() string {
+	if c.chainPath != "" {
+		return c.chainPath
+	}
+	return c.Path
 }
 
 // hookAt names Hooks[i] for a message: "PATH:LINE" when the config came
 // from a file, "PATH" when the line is unknown, "" otherwise.
 func (c Config) hookAt(i int) string {
+	path := c.ChainSource()
 	switch {
-	case c.Path == "":
+	case path == "":
 		return ""
 	case i < len(c.hookLines) && c.hookLines[i] > 0:
-		return c.Path + ":" + strconv.Itoa(c.hookLines[i])
+		return path + ":" + strconv.Itoa(c.hookLines[i])
 	}
-	return c.Path
+	return path
 }
 
 // CheckHooks checks every [[hook]] as a worker would load it, short of
@@ -421,6 +435,9 @@ func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec)
 	if len(names) > 0 {
 		configured = "configured: " + strings.Join(names, ", ")
 	}
+	if c.chainPath != "" {
+		configured += ", in the chain of the queue's policy, " + c.chainPath
+	}
 	var problems []string
 	var at func(int, string) int
 	for _, sp := range specs {
@@ -439,10 +456,14 @@ func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec)
 	return nil
 }
 
-// WithHooks returns a copy of c whose chain is hs (a policy's, whose
-// lines are the policy file's: messages name hooks without c's lines).
-func (c Config) WithHooks(hs []HookConfig) Config {
-	c.Hooks, c.hookLines = slices.Clone(hs), nil
+// WithPolicyChain returns a copy of c whose chain is p's: messages about
+// a hook name p's file and the hook's line there ([Config.ChainSource]),
+// not c's file.
+func (c Config) WithPolicyChain(p Policy) Config {
+	c.Hooks, c.hookLines, c.chainPath = slices.Clone(p.Hooks), slices.Clone(p.hookLines), p.Path
+	if c.chainPath == "" {
+		c.chainPath = "the queue's policy"
+	}
 	return c
 }
 

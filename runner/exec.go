@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"paddock/hooks"
+	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/sandbox"
 )
@@ -203,7 +204,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// The policy's ceilings come before anything else: a job they refuse
 	// never reaches the hooks (nor the fence).
 	if r := e.Policy.Judge(e.askOf(hj, job)); r != nil {
-		r.Job = job.Name
+		placeRefusal(r, job, true)
 		return finish(queue.OutcomeDenied, r.Error())
 	}
 	// A job whose sandbox cannot be built as submitted (a cwd the sandbox
@@ -235,7 +236,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// A hook may adjust the job (may_widen widens it), never past the
 	// policy's ceilings.
 	if r := e.Policy.Judge(e.askOf(final, job)); r != nil {
-		r.Job = job.Name
+		placeRefusal(r, job, false)
 		r.Msg += " (after the hooks' adjustments)"
 		return finish(queue.OutcomeDenied, r.Error())
 	}
@@ -464,6 +465,16 @@ func (e *Executor) judgePinned(pol sandbox.Policy, pins *sandbox.Pinned, final h
 	r := &RefusedError{Job: job.Name, Key: "workspace", Ceiling: CeilingWorkspaceRoots,
 		Msg: fmt.Sprintf("%q, as it is bound, is not under any of the policy's workspace_roots (%s)", bad, strings.Join(e.Policy.WorkspaceRoots, ", "))}
 	return r.Error()
+}
+
+// placeRefusal names job's name, file and line in r: the line of the
+// refused key in the job's text when atKey and the text is at hand, else
+// the line where the job starts (0 when unknown, as for stdin).
+func placeRefusal(r *RefusedError, job queue.Job, atKey bool) {
+	r.Job, r.File, r.Line = job.Name, job.SourcePath, job.Spec.Line
+	if atKey && job.Source != "" && job.Spec.Line > 0 {
+		r.Line = jobspec.KeyLines([]byte(job.Source))(job.Spec.Line, r.Key)
+	}
 }
 
 // judgeNarrowing returns why the writable roots a hook without may_widen

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -122,4 +123,25 @@ func TestPolicySameChain(t *testing.T) {
 		require.ErrorIs(t, err, ErrPolicyMismatch, name)
 		require.ErrorContains(t, err, "c.toml", name)
 	}
+}
+
+// TestPolicyChainErrorsNamePolicy: once a config runs the policy's chain,
+// what goes wrong with a hook names the policy's file and the hook's line
+// there, never the config's file.
+func TestPolicyChainErrorsNamePolicy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.toml")
+	text := "max_mode = \"workspace_write\"\n\n[[hook]]\nname = \"gone\"\npath = \"gone.wasm\"\nsha256 = \"" + strings.Repeat("ab", 32) + "\"\n"
+	p, err := ParsePolicy(path, []byte(text))
+	require.NoError(t, err)
+	cfg := Config{Path: filepath.Join(dir, "config.toml")}.WithPolicyChain(p)
+	require.Equal(t, path, cfg.ChainSource())
+	err = cfg.CheckHooks()
+	require.ErrorContains(t, err, path+":3")
+	require.NotContains(t, err.Error(), "config.toml")
+
+	err = cfg.CheckHookNames("job.toml", []byte("command = \"true\"\nhooks = [\"other\"]\n"), []jobspec.Spec{{Line: 1, Hooks: []string{"other"}}})
+	require.ErrorContains(t, err, "job.toml:2")
+	require.ErrorContains(t, err, path)
 }

@@ -108,7 +108,10 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 		} else if cerr := a.Config.CheckHooks(); cerr != nil {
 			return nil, &usageError{cerr}
 		}
-		if a.Config.Path != "" {
+		switch {
+		case !a.Policy.IsDefault() && len(a.Policy.Hooks) > 0:
+			err = fmt.Errorf("%s: %w", a.Policy.Label(), err)
+		case a.Config.Path != "":
 			err = fmt.Errorf("%s: %w", a.Config.Path, err)
 		}
 		return nil, &usageError{err}

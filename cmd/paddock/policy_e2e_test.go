@@ -221,17 +221,18 @@ func TestE2EPolicyCeilings(t *testing.T) {
 }
 
 // At run time: a job enqueued before the policy narrowed is refused when
-// claimed, before its hooks, and recorded as denied with the ceiling.
+// claimed, before its hooks, and recorded as denied with the ceiling and
+// the job file and the line where the job starts.
 func TestE2EPolicyCeilingAtRunTime(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
 	ws := t.TempDir()
-	ids := b.Submit(b.WriteJob("w.toml", fmt.Sprintf("name = \"w\"\ncommand = [\"touch\", \"x\"]\nworkspace = %q\n", ws)))
+	ids := b.Submit(b.WriteJob("w.toml", fmt.Sprintf("name = \"w\"\ncommand = [\"touch\", \"x\"]\nmode = \"workspace_write\"\nworkspace = %q\n", ws)))
 	digest := setPolicy(t, b, "max_mode = \"read_only\"\n")
 	b.StartWorker()
 	j := b.WaitState(ids[0], time.Minute, "denied", "succeeded", "failed")
 	require.Equal(t, "denied", j.State)
-	require.Contains(t, j.Reason, `mode: refused by policy (max_mode)`)
+	require.Contains(t, j.Reason, `w.toml:1: job "w": mode: refused by policy (max_mode)`)
 	require.Equal(t, digest, j.Attempts[0].PolicySHA256)
 	require.NoFileExists(t, filepath.Join(ws, "x"))
 }

@@ -83,7 +83,7 @@ func (in *Install) LoadPolicy(ctx context.Context, st queue.Store) error {
 		return fmt.Errorf("%w: %w (install the modules the policy names, or set a policy naming these: paddock policy set FILE)", runner.ErrPolicyMismatch, err)
 	}
 	in.Policy = pol
-	in.Config = in.Config.WithHooks(pol.Hooks)
+	in.Config = in.Config.WithPolicyChain(pol)
 	return nil
 }
 
