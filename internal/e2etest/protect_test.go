@@ -1,9 +1,12 @@
 package e2etest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -170,4 +173,40 @@ echo done
 		require.Contains(t, out, "CREATED-hook")
 		require.Contains(t, out, "WROTE-through-link")
 	})
+}
+
+// TestE2EHookAddsProtect: a hook that adds a protected path (an
+// adjustment that narrows the fence, no may_widen needed) makes it
+// read-only for the job, beside the policy's own list; the attempt's
+// confined argv binds it read-only.
+func TestE2EHookAddsProtect(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	wasm := Wat(t, filepath.Join("testdata", "protect-makefile.wat"))
+	data, err := os.ReadFile(wasm)
+	require.NoError(t, err)
+	sum := sha256.Sum256(data)
+	ws := t.TempDir()
+	mk := filepath.Join(ws, "Makefile")
+	require.NoError(t, os.WriteFile(mk, []byte("all:\n"), 0o644))
+	job := b.WriteJob("mk.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = '''\necho pwned >> Makefile 2>/dev/null && echo WROTE-makefile\necho other > other.txt && echo WROTE-other\n'''\n", ws))
+
+	b.SetPolicy(fmt.Sprintf("[[hook]]\nname = \"keep-makefile\"\npath = %q\nsha256 = %q\n", wasm, hex.EncodeToString(sum[:])))
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "WROTE-other", "the rest of the workspace stays writable")
+	require.NotContains(t, out, "WROTE-makefile")
+	got, err := os.ReadFile(mk)
+	require.NoError(t, err)
+	require.Equal(t, "all:\n", string(got))
+	j := b.Show(b.List()[0].ID)
+	argv := strings.Join(j.Attempts[0].ConfinedArgv, " ")
+	require.Regexp(t, `--ro-bind-fd \d+ `+regexp.QuoteMeta(mk)+`( |$)`, argv)
+
+	// Without the hook the same job writes it: the check above can fail.
+	b.SetPolicy("protect = [\"@default\"]\n")
+	out, errOut, code = b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "WROTE-makefile")
 }
