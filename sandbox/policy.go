@@ -229,7 +229,27 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		if err != nil {
 			return Policy{}, err
 		}
-		out.protect = pm
+		// What is hidden is out of reach already, and its read-only tmpfs
+		// could take no mount point.
+		// (A root bound back inside a hidden directory shows its paths
+		// again: what counts is the deepest of the two around a path.)
+		out.protect = slices.DeleteFunc(pm, func(m protectMount) bool {
+			if slices.Contains(out.hideFiles, m.path) {
+				return true
+			}
+			deepest, hidden := "", false
+			for _, r := range out.Roots() {
+				if Within(m.path, r) && len(r) > len(deepest) {
+					deepest, hidden = r, false
+				}
+			}
+			for _, h := range out.hide {
+				if Within(m.path, h) && len(h) > len(deepest) {
+					deepest, hidden = h, true
+				}
+			}
+			return hidden
+		})
 	}
 	cwd := p.Cwd
 	if cwd == "" || cwd == p.Workspace {

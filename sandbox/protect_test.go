@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,57 @@ func TestResolveProtect(t *testing.T) {
 
 	_, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
 	require.ErrorIs(t, err, ErrBadPath)
+}
+
+// TestProtectBesideHide: a protected path under a hidden directory needs
+// no mount (and its tmpfs could take none), but one in a root bound back
+// inside a hidden directory (a job's default workspace in the hidden
+// state directory) is protected.
+func TestProtectBesideHide(t *testing.T) {
+	t.Parallel()
+	state, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	ws := filepath.Join(state, "workspaces", "j1")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "secret", ".git", "hooks"), 0o755))
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Hide: []string{state, filepath.Join(ws, "secret")},
+		Protect: []string{".git/hooks/", "secret/.git/hooks/"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(ws, ".git", "hooks")}, p.Protected())
+}
+
+// TestBuildProtectMounts: the protected paths are mounted after the
+// roots, a kept directory read-write onto itself before the read-only
+// paths inside it, a missing directory as a read-only tmpfs; pinned ones
+// from their descriptors, whose count must match.
+func TestBuildProtectMounts(t *testing.T) {
+	t.Parallel()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".git", "config"), nil, 0o644))
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/hooks/", ".git/config"}})
+	require.NoError(t, err)
+	d := Discovery{Executable: "/usr/bin/bwrap", Grade: GradeFull, NetworkIsolation: true}
+	git, cfg, hooks := filepath.Join(ws, ".git"), filepath.Join(ws, ".git", "config"), filepath.Join(ws, ".git", "hooks")
+
+	argv, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
+	require.NoError(t, err)
+	s := " " + strings.Join(argv, " ") + " "
+	want := " --bind " + ws + " " + ws + " --bind " + git + " " + git + " --ro-bind " + cfg + " " + cfg +
+		" --tmpfs " + hooks + " --remount-ro " + hooks + " "
+	require.Contains(t, s, want)
+
+	argv, err = Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d, RootFDs: []int{7}, ProtectFDs: []int{8, 9}})
+	require.NoError(t, err)
+	s = " " + strings.Join(argv, " ") + " "
+	require.Contains(t, s, " --bind-fd 7 "+ws+" --bind-fd 8 "+git+" --ro-bind-fd 9 "+cfg+" --tmpfs "+hooks+" ")
+
+	_, err = Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d, RootFDs: []int{7}, ProtectFDs: []int{8}})
+	require.ErrorContains(t, err, "protected-path descriptors")
+
+	pins, err := PinRoots(p)
+	require.NoError(t, err)
+	defer pins.Close()
+	require.Len(t, pins.Protected(), 2)
 }
