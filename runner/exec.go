@@ -345,8 +345,17 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	if err := stderr.Close(); err != nil && run.err == nil {
 		run.err = fmt.Errorf("stderr log: %w", err)
 	}
+	// Every process of the job has ended: what it did to a link no
+	// mount could pin is undone before anything else is reported.
+	tampered := ""
+	if confined {
+		tampered = restoreLinks(policy.ProtectedLinks(), job.ID)
+	}
 	if run.err != nil {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())
+	}
+	if tampered != "" {
+		return finish(queue.OutcomeDenied, "the fence: "+tampered)
 	}
 
 	c := sandbox.Classify(sandbox.ClassifyParams{Mode: mode, State: run.state, Status: run.status, Stderr: stderr.Tail(), DenialLine: stderr.DenialLine()})

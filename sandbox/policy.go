@@ -88,6 +88,7 @@ type Policy struct {
 	hide      []string
 	hideFiles []string
 	protect   []protectMount
+	links     []ProtectedLink
 }
 
 // Mode returns the policy's mode.
@@ -129,6 +130,11 @@ func (p Policy) Protected() []string {
 	}
 	return out
 }
+
+// ProtectedLinks returns the symlinks inside the writable roots that lead
+// to protected paths (see [ProtectedLink]): the caller checks each after
+// the command has ended.
+func (p Policy) ProtectedLinks() []ProtectedLink { return slices.Clone(p.links) }
 
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only
@@ -225,10 +231,11 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		}
 	}
 	if p.Mode == ModeWorkspaceWrite && len(p.Protect) > 0 {
-		pm, err := resolveProtect(out.Roots(), p.Protect)
+		pm, links, err := resolveProtect(out.Roots(), p.Protect)
 		if err != nil {
 			return Policy{}, err
 		}
+		out.links = links
 		// What is hidden is out of reach already, and its read-only tmpfs
 		// could take no mount point.
 		// (A root bound back inside a hidden directory shows its paths

@@ -44,6 +44,34 @@ func (k protectKind) pinned() bool { return k <= protectFile }
 // written.
 func (k protectKind) readOnly() bool { return k != protectKeep }
 
+// ProtectedLink is a symlink inside a writable root on the way to a
+// protected path (a ".git" that is a link to the real repository, say).
+// No mount can pin a symlink (a mount point is never one), so the job can
+// rename it and put a directory of its own in its place; the runner
+// checks it after the job ([ProtectedLink.Unchanged]) and puts it back.
+type ProtectedLink struct {
+	// Path is the link's absolute path (its directory canonical).
+	Path string
+	// Target is the link's text, as readlink(2) returned it.
+	Target   string
+	dev, ino uint64
+}
+
+// Unchanged reports whether l.Path is still the same symlink (device and
+// inode) with the same text. It reads the file system.
+func (l ProtectedLink) Unchanged() bool {
+	fi, err := os.Lstat(l.Path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint64(st.Dev) != l.dev || st.Ino != l.ino {
+		return false
+	}
+	target, err := os.Readlink(l.Path)
+	return err == nil && target == l.Target
+}
+
 // protectMount is one mount of a policy's protected paths.
 type protectMount struct {
 	path string // canonical, absolute
@@ -73,8 +101,9 @@ const maxGitFile = 4096
 //
 // A protected path that is a writable root or contains one (wraps
 // [ErrBadPath]): the root could not be written at all.
-func resolveProtect(roots, entries []string) ([]protectMount, error) {
+func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, error) {
 	kinds := map[string]protectKind{}
+	var links []ProtectedLink
 	add := func(path string, k protectKind) {
 		if old, ok := kinds[path]; !ok || k > old && old == protectKeep {
 			kinds[path] = k
@@ -94,15 +123,21 @@ func resolveProtect(roots, entries []string) ([]protectMount, error) {
 				cands = expandEntry(filepath.Join(root, rel))
 			}
 			for _, c := range cands {
-				targets, pointers := resolveGit(c, 0)
+				targets, pointers, ls := resolveGit(c, 0)
 				for _, t := range targets {
 					if err := protectTarget(roots, t, dir, false, add); err != nil {
-						return nil, fmt.Errorf("%w (protect %q)", err, e)
+						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 					}
 				}
 				for _, p := range pointers {
 					if err := protectTarget(roots, p, false, true, add); err != nil {
-						return nil, fmt.Errorf("%w (protect %q)", err, e)
+						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
+					}
+				}
+				for _, l := range ls {
+					inRoot := slices.ContainsFunc(roots, func(r string) bool { return l.Path != r && Within(l.Path, r) })
+					if inRoot && !slices.ContainsFunc(links, func(o ProtectedLink) bool { return o.Path == l.Path }) {
+						links = append(links, l)
 					}
 				}
 			}
@@ -122,7 +157,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, error) {
 		}
 		out = append(out, protectMount{path: p, kind: kinds[p]})
 	}
-	return out, nil
+	return out, links, nil
 }
 
 // expandEntry returns the paths a protect entry names: the entry itself
@@ -202,11 +237,11 @@ func protectTarget(roots []string, t string, dir, pointer bool, add func(string,
 // directory its "gitdir:" line names, relative to the file's directory
 // (gitrepository-layout(5)). It returns the resolved paths (a second one
 // through the gitdir's "commondir" file, when there is one) and the
-// ".git" files passed through. Paths past a missing component stay as
-// written.
-func resolveGit(path string, depth int) (targets, pointers []string) {
+// ".git" files passed through, and the symlinks followed. Paths past a
+// missing component stay as written.
+func resolveGit(path string, depth int) (targets, pointers []string, links []ProtectedLink) {
 	if depth > 8 {
-		return []string{path}, nil
+		return []string{path}, nil, nil
 	}
 	resolved := "/"
 	rest := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
@@ -224,11 +259,14 @@ func resolveGit(path string, depth int) (targets, pointers []string) {
 		fi, err := os.Lstat(next)
 		switch {
 		case err != nil:
-			return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers
+			return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers, links
 		case fi.Mode()&os.ModeSymlink != 0:
 			target, err := os.Readlink(next)
 			if hops++; err != nil || hops > 40 {
-				return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers
+				return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers, links
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				links = append(links, ProtectedLink{Path: next, Target: target, dev: uint64(st.Dev), ino: st.Ino})
 			}
 			if filepath.IsAbs(target) {
 				resolved = "/"
@@ -245,21 +283,21 @@ func resolveGit(path string, depth int) (targets, pointers []string) {
 				gitdir = filepath.Join(resolved, gitdir)
 			}
 			tail := filepath.Join(rest...)
-			t, p := resolveGit(filepath.Join(gitdir, tail), depth+1)
-			targets, pointers = append(targets, t...), append(pointers, p...)
+			t, p, l := resolveGit(filepath.Join(gitdir, tail), depth+1)
+			targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
 			if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
 				if !filepath.IsAbs(common) {
 					common = filepath.Join(gitdir, common)
 				}
-				t, p := resolveGit(filepath.Join(common, tail), depth+1)
-				targets, pointers = append(targets, t...), append(pointers, p...)
+				t, p, l := resolveGit(filepath.Join(common, tail), depth+1)
+				targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
 			}
-			return targets, pointers
+			return targets, pointers, links
 		default:
 			resolved = next
 		}
 	}
-	return []string{resolved}, pointers
+	return []string{resolved}, pointers, links
 }
 
 // readGitdir returns the directory a ".git" file names ("gitdir: DIR").

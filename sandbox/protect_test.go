@@ -44,7 +44,7 @@ func TestResolveProtect(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(outside, "d.git"), filepath.Join(root, "d", ".git")))
 	mk(root, "e", ".git") // no hooks yet
 
-	got, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
+	got, links, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
 	require.NoError(t, err)
 	want := []protectMount{
 		{root + "/a", protectKeep},
@@ -61,8 +61,21 @@ func TestResolveProtect(t *testing.T) {
 		{real, protectDir},
 	}
 	require.Equal(t, want, got)
+	// The links on the way, inside the root, are recorded to be checked
+	// after the job: one leading inside, one leading outside.
+	var linkPaths []string
+	for _, l := range links {
+		require.True(t, l.Unchanged())
+		linkPaths = append(linkPaths, l.Path)
+	}
+	require.ElementsMatch(t, []string{root + "/b/.git", root + "/d/.git"}, linkPaths)
+	require.NoError(t, os.Remove(root+"/d/.git"))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "elsewhere.git"), root+"/d/.git"))
+	for _, l := range links {
+		require.Equal(t, l.Path != root+"/d/.git", l.Unchanged(), l.Path)
+	}
 
-	_, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
+	_, _, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
 	require.ErrorIs(t, err, ErrBadPath)
 }
 

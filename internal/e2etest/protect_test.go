@@ -46,8 +46,10 @@ true
 // a symlink to the real one elsewhere in the workspace, and a "gitdir:"
 // file (a linked worktree's) naming one in a writable root: the hook
 // cannot be written, created, removed, nor replaced by renaming
-// .git/hooks or the real .git directory away. A policy that protects
-// nothing lets the same job through, so the checks can fail.
+// .git/hooks, the real .git directory or the workspace's .git away (a
+// symlinked .git, which no mount can pin, is put back after the job and
+// the attempt denied). A policy that protects nothing lets the same job
+// through, so the checks can fail.
 func TestE2EProtectedGitHooks(t *testing.T) {
 	t.Parallel()
 	bothGrades(t, func(t *testing.T, b *Bundle) {
@@ -86,25 +88,42 @@ func TestE2EProtectedGitHooks(t *testing.T) {
 				hook := filepath.Join(gitdir, "hooks", "pre-commit")
 				require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho original\n"), 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(gitdir, "config"), []byte("[core]\n"), 0o644))
-				// A symlinked .git is itself an entry of the workspace, which
-				// no mount can pin (a mount point is never a symlink): the
-				// job may rename the link; what it leads to stays
-				// protected. See docs/policy.md.
-				dotgit := "check-dotgit"
-				if layout == "symlink" {
-					dotgit = "skip"
-				}
 				wr := ""
 				if writable != "" {
 					wr = fmt.Sprintf("writable = [%q]\n", writable)
 				}
-				job := b.WriteJob("attack-"+layout+".toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\n%scommand = '''%s'''\n", ws, wr, fmt.Sprintf(protectAttack, ws, gitdir, dotgit)))
+				job := b.WriteJob("attack-"+layout+".toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\n%scommand = '''%s'''\n", ws, wr, fmt.Sprintf(protectAttack, ws, gitdir, "check-dotgit")))
 
 				b.SetPolicy("protect = [\"@default\"]\n") // the defaults
 				out, errOut, code := b.Run("run", job)
-				require.Equal(t, 0, code, "%s\n%s", out, errOut)
 				require.Contains(t, out, "hook=[#!/bin/sh", "the job saw the hook: %s", out)
-				for _, m := range []string{"WROTE-hook", "CREATED-hook", "REMOVED-hook", "RENAMED-hooks", "RENAMED-gitdir", "WROTE-config", "RENAMED-dotgit", "WROTE-dotgit", "pwned"} {
+				marks := []string{"WROTE-hook", "CREATED-hook", "REMOVED-hook", "RENAMED-hooks", "RENAMED-gitdir", "WROTE-config", "RENAMED-dotgit", "WROTE-dotgit", "pwned"}
+				if layout == "symlink" {
+					// A symlinked .git is an entry of the workspace that no
+					// mount can pin: the job can rename it and write its own
+					// .git, which the runner undoes once the job has ended,
+					// denying the attempt.
+					require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
+					require.Contains(t, out, "RENAMED-dotgit")
+					marks = marks[:6]
+					target, err := os.Readlink(filepath.Join(ws, ".git"))
+					require.NoError(t, err, "the .git link is back")
+					require.Equal(t, "meta/repo.git", target)
+					aside, err := filepath.Glob(filepath.Join(ws, ".git.paddock-replaced-*"))
+					require.NoError(t, err)
+					require.Len(t, aside, 1, "what the job left is set aside")
+					left, err := os.ReadFile(aside[0])
+					require.NoError(t, err)
+					require.Equal(t, "gitdir: /x\n", string(left))
+					denied := false
+					for _, l := range b.List() {
+						denied = denied || l.State == "denied" && strings.Contains(l.Reason, "replaced the symlink "+filepath.Join(ws, ".git"))
+					}
+					require.True(t, denied, "the attempt is denied, saying why")
+				} else {
+					require.Equal(t, 0, code, "%s\n%s", out, errOut)
+				}
+				for _, m := range marks {
 					require.NotContains(t, out, m, "protected path changed (%s)", layout)
 				}
 				data, err := os.ReadFile(hook)
