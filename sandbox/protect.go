@@ -104,6 +104,7 @@ const maxGitFile = 4096
 func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, error) {
 	kinds := map[string]protectKind{}
 	var links []ProtectedLink
+	st := statCache{}
 	add := func(path string, k protectKind) {
 		if old, ok := kinds[path]; !ok || k > old && old == protectKeep {
 			kinds[path] = k
@@ -113,7 +114,11 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 		for _, e := range entries {
 			var cands []string
 			dir := strings.HasSuffix(e, "/")
+			// Resolution starts at base, canonical already: a root's own
+			// path needs no second walk.
+			base := root
 			if filepath.IsAbs(e) {
+				base = "/"
 				cands = expandEntry(filepath.Clean(e))
 			} else {
 				rel := filepath.Clean(e)
@@ -123,14 +128,14 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				cands = expandEntry(filepath.Join(root, rel))
 			}
 			for _, c := range cands {
-				targets, pointers, ls := resolveGit(c, 0)
+				targets, pointers, ls := st.resolveGit(base, c, 0)
 				for _, t := range targets {
-					if err := protectTarget(roots, t, dir, false, add); err != nil {
+					if err := st.protectTarget(roots, t, dir, false, add); err != nil {
 						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 					}
 				}
 				for _, p := range pointers {
-					if err := protectTarget(roots, p, false, true, add); err != nil {
+					if err := st.protectTarget(roots, p, false, true, add); err != nil {
 						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 					}
 				}
@@ -190,7 +195,7 @@ func expandEntry(path string) []string {
 // when missing (with an empty directory when dir, else a file). pointer
 // marks a ".git" file, which is protected where it is. A t outside every
 // root needs nothing.
-func protectTarget(roots []string, t string, dir, pointer bool, add func(string, protectKind)) error {
+func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, add func(string, protectKind)) error {
 	root := ""
 	for _, r := range roots {
 		if Within(r, t) {
@@ -203,7 +208,7 @@ func protectTarget(roots []string, t string, dir, pointer bool, add func(string,
 	if root == "" {
 		return nil
 	}
-	fi, err := os.Lstat(t)
+	fi, err := st.lstat(t)
 	kind := protectFile
 	switch {
 	case err == nil && fi.IsDir():
@@ -216,7 +221,7 @@ func protectTarget(roots []string, t string, dir, pointer bool, add func(string,
 		if parent == root {
 			return nil // not in a project's top directory: see resolveProtect
 		}
-		if pi, err := os.Lstat(parent); err != nil || !pi.IsDir() {
+		if pi, err := st.lstat(parent); err != nil || !pi.IsDir() {
 			return nil // nothing to protect, nor a place for a mount point
 		}
 		kind = protectNewFile
@@ -231,6 +236,25 @@ func protectTarget(roots []string, t string, dir, pointer bool, add func(string,
 	return nil
 }
 
+// statCache remembers lstat(2) results for one [resolveProtect]: the
+// entries share components (.git for .git/hooks and .git/config), and
+// each target's own lstat was made while resolving it.
+type statCache map[string]statResult
+
+type statResult struct {
+	fi  os.FileInfo
+	err error
+}
+
+func (st statCache) lstat(path string) (os.FileInfo, error) {
+	if r, ok := st[path]; ok {
+		return r.fi, r.err
+	}
+	fi, err := os.Lstat(path)
+	st[path] = statResult{fi, err}
+	return fi, err
+}
+
 // resolveGit resolves path as the host would reach it: every symlink
 // followed (as far as the path exists; at most 40, SYMLOOP_MAX), and a
 // regular file named ".git" with more path after it replaced by the
@@ -238,13 +262,18 @@ func protectTarget(roots []string, t string, dir, pointer bool, add func(string,
 // (gitrepository-layout(5)). It returns the resolved paths (a second one
 // through the gitdir's "commondir" file, when there is one) and the
 // ".git" files passed through, and the symlinks followed. Paths past a
-// missing component stay as written.
-func resolveGit(path string, depth int) (targets, pointers []string, links []ProtectedLink) {
+// missing component stay as written. base is a canonical directory that
+// path starts with (or "/"): the walk starts there.
+func (st statCache) resolveGit(base, path string, depth int) (targets, pointers []string, links []ProtectedLink) {
 	if depth > 8 {
 		return []string{path}, nil, nil
 	}
+	path = filepath.Clean(path)
 	resolved := "/"
-	rest := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+	if base != "/" && strings.HasPrefix(path, base+"/") {
+		resolved, path = base, strings.TrimPrefix(path, base)
+	}
+	rest := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	for hops := 0; len(rest) > 0; {
 		part := rest[0]
 		rest = rest[1:]
@@ -256,7 +285,7 @@ func resolveGit(path string, depth int) (targets, pointers []string, links []Pro
 			continue
 		}
 		next := filepath.Join(resolved, part)
-		fi, err := os.Lstat(next)
+		fi, err := st.lstat(next)
 		switch {
 		case err != nil:
 			return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers, links
@@ -283,13 +312,13 @@ func resolveGit(path string, depth int) (targets, pointers []string, links []Pro
 				gitdir = filepath.Join(resolved, gitdir)
 			}
 			tail := filepath.Join(rest...)
-			t, p, l := resolveGit(filepath.Join(gitdir, tail), depth+1)
+			t, p, l := st.resolveGit("/", filepath.Join(gitdir, tail), depth+1)
 			targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
 			if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
 				if !filepath.IsAbs(common) {
 					common = filepath.Join(gitdir, common)
 				}
-				t, p, l := resolveGit(filepath.Join(common, tail), depth+1)
+				t, p, l := st.resolveGit("/", filepath.Join(common, tail), depth+1)
 				targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
 			}
 			return targets, pointers, links

@@ -131,3 +131,30 @@ func TestBuildProtectMounts(t *testing.T) {
 	defer pins.Close()
 	require.Len(t, pins.Protected(), 2)
 }
+
+// BenchmarkNewPolicyProtect is what the default protect list adds to each
+// job's policy: a repository workspace (four entries exist) and an empty
+// one (nothing to mount; the lstat calls that find it out).
+func BenchmarkNewPolicyProtect(b *testing.B) {
+	list := []string{".git/hooks/", ".git/config", ".gitmodules", ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
+	repo, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	require.NoError(b, os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755))
+	for _, f := range []string{".git/config", ".gitmodules", ".bashrc"} {
+		require.NoError(b, os.WriteFile(filepath.Join(repo, f), nil, 0o644))
+	}
+	empty, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	for _, tc := range []struct {
+		name, ws string
+		protect  []string
+	}{{"repo", repo, list}, {"empty", empty, list}, {"none", repo, nil}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: tc.ws, Protect: tc.protect}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
