@@ -104,6 +104,14 @@
 // re-bind of WS in read_only mode keeps a workspace under /tmp visible
 // under the fresh tmpfs.
 //
+// Protected paths ([PolicyParams].Protect, workspace_write only) follow,
+// each directory before what it contains: --bind K K for each directory
+// K between a writable root and a protected path (a mount point cannot be
+// renamed away), --ro-bind P P for each existing protected path, and for
+// a missing one --tmpfs P --remount-ro P (a directory) or --ro-bind
+// /dev/null P (a file). With RootFDs the existing ones are bound from
+// [ConfineParams].ProtectFDs (--bind-fd, --ro-bind-fd).
+//
 // With the Landlock layer ([Discovery].LandlockABI > 0) the argv after
 // "--" is
 //
