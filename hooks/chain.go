@@ -425,9 +425,7 @@ func deny(res Result, hook, reason string) Result {
 // request over MaxRequestBytes is not sent: the error wraps
 // ErrRequestTooLarge.
 func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (d Decision, newJob Job, stderr string, reqLen int, err error) {
-	if sb.Argv == nil {
-		sb.Argv = []string{}
-	}
+	sb = sb.wire()
 	req, err := json.Marshal(wireRequest{
 		Version: WireVersion,
 		Hook:    wireRequestHook{Name: h.cfg.Name, Settings: h.settings},

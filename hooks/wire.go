@@ -124,6 +124,21 @@ type SandboxInfo struct {
 	Protected []string `json:"protected"`
 }
 
+// wire returns sb with nil lists replaced by empty ones, so requests
+// always carry [] rather than null.
+func (sb SandboxInfo) wire() SandboxInfo {
+	if sb.Argv == nil {
+		sb.Argv = []string{}
+	}
+	if sb.Hidden == nil {
+		sb.Hidden = []string{}
+	}
+	if sb.Protected == nil {
+		sb.Protected = []string{}
+	}
+	return sb
+}
+
 // Request is one request on the wire (version [WireVersion]). The chain
 // builds it; it is exported for tools such as `paddock hook test` and for
 // tests of hooks.

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,19 @@ func TestApplyAdjustment(t *testing.T) {
 	// An unknown current mode counts as read_only.
 	_, _, err := ApplyAdjustment(Job{}, &Adjustment{Mode: str("workspace_write")}, false)
 	require.ErrorIs(t, err, ErrWiden)
+}
+
+// TestSandboxAndJobOnTheWire: the request's sandbox section carries the
+// network decision and the hidden and protected paths, and the job its
+// protect and hide lists, as [] rather than null when empty.
+func TestSandboxAndJobOnTheWire(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(wireRequest{Job: Job{}.wire(), Sandbox: SandboxInfo{Network: true}.wire()})
+	require.NoError(t, err)
+	s := string(b)
+	require.Contains(t, s, `"sandbox":{"grade":"","executable":"","argv":[],"network":true,"hidden":[],"protected":[]}`)
+	require.Contains(t, s, `"protect":[],"hide":[]`)
+	b, err = json.Marshal(SandboxInfo{Hidden: []string{"/h/.ssh"}, Protected: []string{"/w/.git/hooks"}}.wire())
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"hidden":["/h/.ssh"],"protected":["/w/.git/hooks"]`)
 }
