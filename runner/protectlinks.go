@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"paddock/sandbox"
 )
@@ -19,6 +22,12 @@ import (
 // added when that exists). It returns what it found and did, as one
 // sentence per link for the attempt's reason, or "" when every link is
 // unchanged.
+//
+// The worker may be root and the tree is the job's: every step works in
+// the link's directory opened without following a symlink
+// ([sandbox.OpenNoSymlinks]), never by path, so a job that turned a
+// directory on the way into a symlink to elsewhere (/etc) makes the
+// restore refuse, not rename or create there.
 func restoreLinks(links []sandbox.ProtectedLink, jobID string) string {
 	var out []string
 	for _, l := range links {
@@ -26,25 +35,48 @@ func restoreLinks(links []sandbox.ProtectedLink, jobID string) string {
 			continue
 		}
 		msg := fmt.Sprintf("the job replaced the symlink %s (it leads to a protected path)", l.Path)
-		if _, err := os.Lstat(l.Path); err == nil {
-			aside := l.Path + ".paddock-replaced-" + jobID
-			for i := 2; ; i++ {
-				if _, err := os.Lstat(aside); err != nil {
-					break
-				}
-				aside = l.Path + ".paddock-replaced-" + jobID + "." + strconv.Itoa(i)
-			}
-			if err := os.Rename(l.Path, aside); err != nil {
-				out = append(out, fmt.Sprintf("%s; moving what is there aside failed: %v: check it before running git there", msg, err))
-				continue
-			}
-			msg += "; what the job left there is now " + aside
-		}
-		if err := os.Symlink(l.Target, l.Path); err != nil {
-			out = append(out, fmt.Sprintf("%s; putting the link back failed: %v: check it before running git there", msg, err))
+		did, err := restoreLink(l, jobID)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s; %v: check it before running git there", msg, err))
 			continue
 		}
-		out = append(out, msg+"; paddock put the link back (-> "+l.Target+")")
+		out = append(out, msg+did)
 	}
 	return strings.Join(out, "; ")
+}
+
+// restoreLink puts l back in its directory, moving aside what is there,
+// and says what it did.
+func restoreLink(l sandbox.ProtectedLink, jobID string) (string, error) {
+	dir, err := sandbox.OpenNoSymlinks(filepath.Dir(l.Path))
+	if err != nil {
+		return "", fmt.Errorf("its directory is no longer the one it was (%w), so nothing was changed", err)
+	}
+	defer dir.Close()
+	dfd := int(dir.Fd())
+	base := filepath.Base(l.Path)
+	exists := func(name string) bool {
+		var st unix.Stat_t
+		return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	did := ""
+	if exists(base) {
+		aside := base + ".paddock-replaced-" + jobID
+		for i := 2; exists(aside); i++ {
+			aside = base + ".paddock-replaced-" + jobID + "." + strconv.Itoa(i)
+		}
+		// RENAME_NOREPLACE: a name the job creates in between is not
+		// overwritten.
+		if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+			return "", fmt.Errorf("moving what is there aside failed: %w", err)
+		}
+		did = "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)
+	}
+	if err := unix.Symlinkat(l.Target, dfd, base); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return "", fmt.Errorf("putting the link back failed: something was created there again")
+		}
+		return "", fmt.Errorf("putting the link back failed: %w", err)
+	}
+	return did + "; paddock put the link back (-> " + l.Target + ")", nil
 }

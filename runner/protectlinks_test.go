@@ -1,0 +1,55 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"paddock/sandbox"
+)
+
+// TestRestoreLinksStaysInItsDirectory: a job that replaced a protected
+// symlink's directory with a symlink to elsewhere gets no restore there:
+// the worker (root, perhaps) neither renames nor creates anything outside
+// the workspace. A link replaced in place is put back, and what the job
+// left is moved aside.
+func TestRestoreLinksStaysInItsDirectory(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	ws, real, outside := filepath.Join(root, "ws"), filepath.Join(root, "real.git"), filepath.Join(root, "outside")
+	for _, d := range []string{filepath.Join(ws, "repo"), filepath.Join(ws, "top"), filepath.Join(real, "hooks"), filepath.Join(outside, ".git")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.Symlink(real, filepath.Join(ws, "repo", ".git")))
+	require.NoError(t, os.Symlink(real, filepath.Join(ws, "top", ".git")))
+	p, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws,
+		Protect: []string{"repo/.git/hooks/", "top/.git/hooks/"}})
+	require.NoError(t, err)
+	links := p.ProtectedLinks()
+	require.Len(t, links, 2)
+
+	// The job: repo/ becomes a symlink to a directory outside that has a
+	// .git of its own; top/.git becomes a directory.
+	require.NoError(t, os.Rename(filepath.Join(ws, "repo"), filepath.Join(ws, "repo.old")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(ws, "repo")))
+	require.NoError(t, os.Remove(filepath.Join(ws, "top", ".git")))
+	require.NoError(t, os.Mkdir(filepath.Join(ws, "top", ".git"), 0o755))
+
+	msg := restoreLinks(links, "J1")
+	require.Contains(t, msg, "no longer the one it was")
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing renamed or created outside")
+	fi, err := os.Lstat(filepath.Join(outside, ".git"))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "the outside .git is untouched")
+
+	target, err := os.Readlink(filepath.Join(ws, "top", ".git"))
+	require.NoError(t, err, msg)
+	require.Equal(t, real, target)
+	fi, err = os.Lstat(filepath.Join(ws, "top", ".git.paddock-replaced-J1"))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+}
