@@ -350,6 +350,10 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	tampered := ""
 	if confined {
 		tampered = restoreLinks(policy.ProtectedLinks(), job.ID)
+		if created := sandbox.MoveCreated(policy.ProtectAbsent(), job.ID); created != "" {
+			tampered = strings.TrimPrefix(tampered+"; "+created, "; ")
+		}
+		sandbox.RemovePlaceholders(policy.ProtectPlaceholders())
 	}
 	if run.err != nil {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())

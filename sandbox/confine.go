@@ -223,6 +223,8 @@ func appendProtect(out []string, pm []protectMount, cp ConfineParams) []string {
 	i := 0
 	for _, m := range pm {
 		switch m.kind {
+		case protectAbsent:
+			continue
 		case protectNewDir:
 			out = append(out, "--tmpfs", m.path, "--remount-ro", m.path)
 			continue

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // protectKind is how one protected path is mounted ([Policy.protect]).
@@ -34,11 +36,19 @@ const (
 	// left behind on the host; opening it in the sandbox fails, as
 	// bwrap's binds are nodev).
 	protectNewFile
+	// protectAbsent is a missing protected path directly in a writable
+	// root (.bashrc, .gitmodules in a project without them): nothing is
+	// mounted, and once the command has ended whatever it created there
+	// is moved aside and the attempt denied ([MoveCreated]).
+	protectAbsent
 )
 
 // pinned reports whether the kind binds an existing path, pinned by
 // descriptor ([PinRoots]).
 func (k protectKind) pinned() bool { return k <= protectFile }
+
+// mounted reports whether the kind is a mount (all but protectAbsent).
+func (k protectKind) mounted() bool { return k != protectAbsent }
 
 // readOnly reports whether nothing below a mount of this kind can be
 // written.
@@ -93,9 +103,10 @@ const maxGitFile = 4096
 // keeps the hooks and config a worktree shares; the ".git" file itself is
 // protected too. A path that resolves outside every writable root is
 // read-only already and needs nothing. One that does not exist is covered
-// when its parent directory does and is not itself a writable root (so
-// that no placeholder appears in a project's top directory); see
-// docs/policy.md.
+// when its parent directory does: bwrap makes the mount point on the
+// host, which [Policy.ProtectPlaceholders] names for the caller to
+// remove after the job. Directly in a writable root it is watched instead
+// ([Policy.ProtectAbsent], [MoveCreated]); see docs/policy.md.
 //
 // # Errors
 //
@@ -219,7 +230,12 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 	default:
 		parent := filepath.Dir(t)
 		if parent == root {
-			return nil // not in a project's top directory: see resolveProtect
+			// A project's top directory gets no placeholder file per
+			// missing entry (nine mounts for the default list in an
+			// empty workspace): what the job creates there is moved
+			// aside after it (see protectAbsent).
+			add(t, protectAbsent)
+			return nil
 		}
 		if pi, err := st.lstat(parent); err != nil || !pi.IsDir() {
 			return nil // nothing to protect, nor a place for a mount point
@@ -358,4 +374,73 @@ func readLine(path string) (string, bool) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	s := strings.TrimSpace(string(line))
 	return s, s != "" && !strings.ContainsRune(s, 0)
+}
+
+// RemovePlaceholders removes what bwrap left on the host as the mount
+// points of protected paths that did not exist ([Policy.ProtectPlaceholders]):
+// each one that is still an empty regular file or an empty directory.
+// Anything else, something a process put there since, is kept. Each is
+// removed in its directory opened without following a symlink
+// ([OpenNoSymlinks]), so a directory on the way that a job turned into a
+// symlink makes it keep the placeholder, never remove elsewhere. Errors
+// are ignored: a placeholder left is an empty file or directory. Call it
+// once every process of the command has ended.
+func RemovePlaceholders(paths []string) {
+	for _, p := range paths {
+		dir, err := OpenNoSymlinks(filepath.Dir(p))
+		if err != nil {
+			continue
+		}
+		dfd, base := int(dir.Fd()), filepath.Base(p)
+		var st unix.Stat_t
+		if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				if st.Size == 0 {
+					_ = unix.Unlinkat(dfd, base, 0)
+				}
+			case unix.S_IFDIR:
+				_ = unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR) // fails unless empty
+			}
+		}
+		dir.Close()
+	}
+}
+
+// MoveCreated moves aside what the command created at paths that were
+// protected and did not exist ([Policy.ProtectAbsent]): each is renamed
+// to PATH.paddock-created-JOBID (a number added when that exists) in its
+// directory, opened without following a symlink ([OpenNoSymlinks]), with
+// RENAME_NOREPLACE, so nothing outside it is touched. It returns one
+// sentence per path it found, for the attempt's reason, or "" when the
+// command created none. Call it once every process of the command has
+// ended.
+func MoveCreated(paths []string, jobID string) string {
+	var out []string
+	for _, p := range paths {
+		dir, err := OpenNoSymlinks(filepath.Dir(p))
+		if err != nil {
+			continue // the directory itself went: nothing is at p
+		}
+		dfd, base := int(dir.Fd()), filepath.Base(p)
+		exists := func(name string) bool {
+			var st unix.Stat_t
+			return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+		}
+		if exists(base) {
+			aside := base + ".paddock-created-" + jobID
+			for i := 2; exists(aside); i++ {
+				aside = fmt.Sprintf("%s.paddock-created-%s.%d", base, jobID, i)
+			}
+			msg := fmt.Sprintf("the job created the protected path %s", p)
+			if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
+			} else {
+				msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
+			}
+			out = append(out, msg)
+		}
+		dir.Close()
+	}
+	return strings.Join(out, "; ")
 }

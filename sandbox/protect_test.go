@@ -47,6 +47,7 @@ func TestResolveProtect(t *testing.T) {
 	got, links, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
 	require.NoError(t, err)
 	want := []protectMount{
+		{root + "/.bashrc", protectAbsent}, // watched, not mounted
 		{root + "/a", protectKeep},
 		{root + "/a/.git", protectDir}, // covers a/.git/hooks, config and c's worktree
 		{root + "/c", protectKeep},

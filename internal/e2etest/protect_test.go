@@ -229,3 +229,44 @@ func TestE2EHookAddsProtect(t *testing.T) {
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
 	require.Contains(t, out, "WROTE-makefile")
 }
+
+// TestE2EProtectedCreatedAtTheTop: a protected path missing directly in
+// the workspace (.bashrc, .gitmodules) gets no mount, so the job can make
+// it, but it never outlives the job under its name: the runner moves it
+// aside and denies the attempt. The placeholders bwrap made for covered
+// paths (an empty .git/hooks) are gone after the job, and a job that
+// creates nothing leaves nothing behind.
+func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		ws := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+		b.SetPolicy("protect = [\"@default\"]\n")
+		quiet := b.WriteJob("quiet.toml", fmt.Sprintf("name = \"quiet\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo hi > out.txt\"\n", ws))
+		out, errOut, code := b.Run("run", quiet)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		entries, err := os.ReadDir(ws)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		require.ElementsMatch(t, []string{".git", "out.txt"}, names, "no placeholder left in the workspace")
+		gitEntries, err := os.ReadDir(filepath.Join(ws, ".git"))
+		require.NoError(t, err)
+		require.Empty(t, gitEntries, "no placeholder left in .git")
+
+		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo evil > .bashrc && echo '[submodule]' > .gitmodules && echo planted\"\n", ws))
+		out, errOut, code = b.Run("run", plant)
+		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
+		require.Contains(t, out, "planted")
+		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+		require.NoFileExists(t, filepath.Join(ws, ".gitmodules"))
+		j := b.Show("plant")
+		require.Equal(t, "denied", j.State, j.Reason)
+		require.Contains(t, j.Reason, "created the protected path "+filepath.Join(ws, ".bashrc"))
+		aside, err := os.ReadFile(filepath.Join(ws, ".bashrc.paddock-created-"+j.ID))
+		require.NoError(t, err)
+		require.Equal(t, "evil\n", string(aside))
+	})
+}
