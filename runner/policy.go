@@ -38,7 +38,13 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // DefaultProtect are the sub-paths kept read-only inside every writable
 // root when a policy sets no protect list, relative to that root: what
 // git or a shell would run later on the operator's behalf.
-var DefaultProtect = []string{".git/hooks/", ".git/config", ".gitmodules",
+// Git reads a repository's config and hooks from the directory its
+// "commondir" file names (gitrepository-layout(5)), in any repository, and
+// each submodule and linked worktree has its own: those are protected
+// too, or a job would write a commondir leading to a config of its own.
+var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
+	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
+	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",
 	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.

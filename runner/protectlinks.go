@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -55,19 +54,11 @@ func restoreLink(l sandbox.ProtectedLink, jobID string) (string, error) {
 	defer dir.Close()
 	dfd := int(dir.Fd())
 	base := filepath.Base(l.Path)
-	exists := func(name string) bool {
-		var st unix.Stat_t
-		return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-	}
 	did := ""
-	if exists(base) {
-		aside := base + ".paddock-replaced-" + jobID
-		for i := 2; exists(aside); i++ {
-			aside = base + ".paddock-replaced-" + jobID + "." + strconv.Itoa(i)
-		}
-		// RENAME_NOREPLACE: a name the job creates in between is not
-		// overwritten.
-		if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		aside, err := sandbox.MoveAside(dfd, base, "paddock-replaced", jobID)
+		if err != nil {
 			return "", fmt.Errorf("moving what is there aside failed: %w", err)
 		}
 		did = "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)

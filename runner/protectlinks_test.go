@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,6 +51,33 @@ func TestRestoreLinksStaysInItsDirectory(t *testing.T) {
 	require.NoError(t, err, msg)
 	require.Equal(t, real, target)
 	fi, err = os.Lstat(filepath.Join(ws, "top", ".git.paddock-replaced-J1"))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+}
+
+// TestRestoreLinkWithALongName: a link whose name leaves no room for the
+// usual aside suffix (NAME_MAX) is still put back; what the job left
+// gets a short name.
+func TestRestoreLinkWithALongName(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	ws, real := filepath.Join(root, "ws"), filepath.Join(root, "real.git")
+	require.NoError(t, os.MkdirAll(filepath.Join(real, "hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	long := strings.Repeat("L", 240)
+	require.NoError(t, os.Symlink(real, filepath.Join(ws, long)))
+	require.NoError(t, os.Symlink(long, filepath.Join(ws, ".git")))
+	p, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/hooks/"}})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(ws, long)))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, long, "hooks"), 0o755))
+
+	msg := restoreLinks(p.ProtectedLinks(), "J2")
+	require.Contains(t, msg, "paddock put the link back", msg)
+	target, err := os.Readlink(filepath.Join(ws, long))
+	require.NoError(t, err)
+	require.Equal(t, real, target)
+	fi, err := os.Lstat(filepath.Join(ws, ".paddock-replaced-J2"))
 	require.NoError(t, err)
 	require.True(t, fi.IsDir())
 }

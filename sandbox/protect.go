@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -130,13 +132,13 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 			base := root
 			if filepath.IsAbs(e) {
 				base = "/"
-				cands = expandEntry(filepath.Clean(e))
+				cands = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
 			} else {
 				rel := filepath.Clean(e)
 				if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 					continue
 				}
-				cands = expandEntry(filepath.Join(root, rel))
+				cands = expandEntry(root, rel)
 			}
 			for _, c := range cands {
 				targets, pointers, ls := st.resolveGit(base, c, 0)
@@ -181,21 +183,23 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 // components up to the last one with a metacharacter, each followed by
 // the rest as written, which need not exist (a .git file's gitdir or a
 // missing hooks directory is resolved later).
-func expandEntry(path string) []string {
-	if !strings.ContainsAny(path, `*?[\`) {
-		return []string{path}
+func expandEntry(base, rel string) []string {
+	if !strings.ContainsAny(rel, `*?[\`) {
+		return []string{filepath.Join(base, rel)}
 	}
-	parts := strings.Split(path, "/")
+	parts := strings.Split(rel, "/")
 	last := 0
 	for i, c := range parts {
 		if strings.ContainsAny(c, `*?[\`) {
 			last = i
 		}
 	}
-	m, _ := filepath.Glob(strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
+	// Only rel is a pattern: base, a writable root, may hold any byte
+	// ("br[1]"), which must not be read as one.
+	m, _ := fs.Glob(os.DirFS(base), strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
 	rest := filepath.Join(parts[last+1:]...)
 	for i := range m {
-		m[i] = filepath.Join(m[i], rest)
+		m[i] = filepath.Join(base, m[i], rest)
 	}
 	return m
 }
@@ -428,12 +432,8 @@ func MoveCreated(paths []string, jobID string) string {
 			return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 		}
 		if exists(base) {
-			aside := base + ".paddock-created-" + jobID
-			for i := 2; exists(aside); i++ {
-				aside = fmt.Sprintf("%s.paddock-created-%s.%d", base, jobID, i)
-			}
 			msg := fmt.Sprintf("the job created the protected path %s", p)
-			if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+			if aside, err := MoveAside(dfd, base, "paddock-created", jobID); err != nil {
 				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
 			} else {
 				msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
@@ -443,4 +443,37 @@ func MoveCreated(paths []string, jobID string) string {
 		dir.Close()
 	}
 	return strings.Join(out, "; ")
+}
+
+// asideName returns a name, in the directory open as dfd, that nothing
+// has, for what a job left at base: base + "." + tag + "-" + jobID, or,
+// when that would be longer than a file name may be (NAME_MAX, 255
+// bytes), "." + tag + "-" + jobID; a number is added while the name is
+// taken.
+func asideName(dfd int, base, tag, jobID string) string {
+	name := base + "." + tag + "-" + jobID
+	if len(name)+12 > unix.NAME_MAX {
+		name = "." + tag + "-" + jobID
+	}
+	taken := func(n string) bool {
+		var st unix.Stat_t
+		return unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	aside := name
+	for i := 2; taken(aside); i++ {
+		aside = name + "." + strconv.Itoa(i)
+	}
+	return aside
+}
+
+// MoveAside renames base, in the directory open as dfd, to a free name
+// ([asideName]: base.TAG-JOBID, shortened for a long base) with
+// RENAME_NOREPLACE, and returns that name. Nothing outside the directory
+// is touched.
+func MoveAside(dfd int, base, tag, jobID string) (string, error) {
+	aside := asideName(dfd, base, tag, jobID)
+	if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+		return "", err
+	}
+	return aside, nil
 }

@@ -159,3 +159,24 @@ func BenchmarkNewPolicyProtect(b *testing.B) {
 		})
 	}
 }
+
+// TestProtectRootWithGlobBytes: a writable root whose own path holds
+// glob metacharacters ("br[1]") is taken literally; only the entry is a
+// pattern.
+func TestProtectRootWithGlobBytes(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	root := filepath.Join(base, "br[1]*?")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub", ".git", "hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, ".git", "hooks"), 0o755))
+	got, _, err := resolveProtect([]string{root}, []string{".git/hooks/", "*/.git/hooks/"})
+	require.NoError(t, err)
+	var paths []string
+	for _, m := range got {
+		if m.kind != protectKeep {
+			paths = append(paths, m.path)
+		}
+	}
+	require.ElementsMatch(t, []string{filepath.Join(root, ".git", "hooks"), filepath.Join(root, "sub", ".git", "hooks")}, paths)
+}

@@ -256,10 +256,12 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, gitEntries, "no placeholder left in .git")
 
-		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo evil > .bashrc && echo '[submodule]' > .gitmodules && echo planted\"\n", ws))
+		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"(echo c > .git/commondir) 2>/dev/null && echo WROTE-commondir; echo evil > .bashrc && echo '[submodule]' > .gitmodules && echo planted\"\n", ws))
 		out, errOut, code = b.Run("run", plant)
 		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
 		require.Contains(t, out, "planted")
+		require.NotContains(t, out, "WROTE-commondir", "a commondir would lead git to a config of the job's")
+		require.NoFileExists(t, filepath.Join(ws, ".git", "commondir"))
 		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
 		require.NoFileExists(t, filepath.Join(ws, ".gitmodules"))
 		j := b.Show("plant")
