@@ -7,7 +7,7 @@ import "errors"
 // decision is never returned as an error: it becomes a deny (or an allow,
 // with OnError "allow") whose [TrailEntry.Error] text starts with the
 // message of one of ErrNoABI,
-// ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrOutputTooLarge,
+// ErrTimeout, ErrTrap, ErrExit, ErrMemory, ErrCallStack, ErrOutputTooLarge,
 // ErrRequestTooLarge, ErrBadDecision or ErrWiden.
 // [ParseDecision] and [ApplyAdjustment] return errors wrapping ErrBadDecision
 // and ErrWiden, so callers can tell them apart with [errors.Is].
@@ -23,6 +23,12 @@ var (
 	// (unreadable file, not WebAssembly, imports other than
 	// wasi_snapshot_preview1, initial memory above the hook's limit).
 	ErrLoad = errors.New("hooks: cannot load module")
+	// ErrTooLarge means a module is past one of the compile limits
+	// ([MaxFunctions], [MaxFunctionInstructions], [MaxFunctionLocals],
+	// [MaxNesting], [MaxModuleInstructions]). It is refused at load,
+	// before anything is compiled; the error also wraps ErrLoad and names
+	// the hook, the function and the limit.
+	ErrTooLarge = errors.New("hooks: module too large to compile")
 	// ErrSettings means a hook refused its settings when [NewChain] asked
 	// it (a reactor's paddock_validate_settings, or a command module's
 	// answer to the settings request), or failed while a reactor checked
@@ -47,6 +53,10 @@ var (
 	// ErrMemory means the module tried to grow its memory past
 	// [Config.MemoryBytes] and then failed.
 	ErrMemory = errors.New("hooks: memory limit exceeded")
+	// ErrCallStack means a call nested deeper than [MaxCallStackBytes] of
+	// estimated frames and was stopped there (wazero keeps the call stack
+	// in host memory, outside [Config.MemoryBytes]).
+	ErrCallStack = errors.New("hooks: call stack limit exceeded")
 	// ErrOutputTooLarge means the module wrote more than [MaxOutputBytes] of
 	// stdout, or returned a decision longer than that; the call is cut short.
 	ErrOutputTooLarge = errors.New("hooks: output too large")

@@ -75,6 +75,76 @@ const (
 	maxGlobals = 1 << 16
 )
 
+// Call-stack metering.
+//
+// wazero keeps a call's wasm stack in host memory, outside the linear
+// memory limit, and doubles it as calls nest, up to a ceiling of its own
+// (about 100 MB reached, 150 MB while the last doubling copies); a pooled
+// instance keeps its grown stack. meter bounds it: a second added global,
+// the stack depth, is charged at every function entry a bound on the
+// function's frame (stackFrameUnits), in units of stackUnitBytes, and set
+// back to the caller's value after every call the function makes. An entry
+// that takes it past maxStackUnits traps (unreachable); the host, which
+// reads the third added global (the deepest the depth went, exported as
+// exportDeepest), reports the trap as the limit. The host sets the depth
+// (exported as exportDepth) to zero before each call it makes into the
+// instance: a call from the host is charged at entry and never given back.
+const (
+	// stackUnitBytes is the size of one stack unit: a v128 local or
+	// operand, the widest value a frame spills.
+	stackUnitBytes = 16
+	// MaxCallStackBytes is the call-stack budget of one call into a hook,
+	// in bytes of estimated frames (stackFrameUnits): 8 MiB. A call
+	// past it is a deny (ErrCallStack). The estimate is an upper bound
+	// (every local and every operand the function could hold, 16 bytes
+	// each), so wazero's real stack stays below it; wazero allocates at
+	// most about twice what it uses.
+	MaxCallStackBytes = 8 << 20
+	maxStackUnits     = MaxCallStackBytes / stackUnitBytes
+	// keepStackUnits: a reactor instance whose calls went deeper than
+	// this (1 MiB of estimated frames) is closed after its decision
+	// rather than pooled, so that idle instances do not keep a grown
+	// stack.
+	keepStackUnits = (1 << 20) / stackUnitBytes
+	// exportDepth and exportDeepest name the exported stack globals;
+	// a module that exports either name itself is refused.
+	exportDepth   = "paddock:stack_depth"
+	exportDeepest = "paddock:stack_deepest"
+)
+
+// stackFrameUnits bounds the frame of a function of locals locals
+// (parameters included) and count instructions: each local and each
+// operand a spill may keep (at most one per instruction), a unit each, and
+// four for the return address, frame pointer and alignment.
+func stackFrameUnits(locals uint64, count int) int32 {
+	return int32(4 + locals + uint64(count))
+}
+
+// Compile limits.
+//
+// wazero's compiler takes time and memory that grow with a function's size
+// and, faster, with its block nesting (quadratically: 4096 nested blocks
+// take about 0.4 s; 100000, minutes). meter refuses, before anything is
+// compiled, a module past any of these limits, with an error wrapping
+// ErrTooLarge naming the function. A Go-built hook (2 to 4 MiB) has about
+// 2,200 functions, at most 13,335 instructions, 21 locals and 549 nested
+// blocks in one function, and a million instructions in all.
+const (
+	// MaxFunctions caps a module's defined functions.
+	MaxFunctions = 20_000
+	// MaxFunctionInstructions caps the instructions of one function
+	// (each br_table label counts as one).
+	MaxFunctionInstructions = 100_000
+	// MaxFunctionLocals caps one function's locals, parameters included.
+	MaxFunctionLocals = 50_000
+	// MaxNesting caps the depth of nested blocks, loops and ifs in one
+	// function.
+	MaxNesting = 2_048
+	// MaxModuleInstructions caps the instructions of all functions
+	// together.
+	MaxModuleInstructions = 4_000_000
+)
+
 // wasmHeader is the magic number and version 1 of the binary format.
 var wasmHeader = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 
@@ -86,6 +156,7 @@ const (
 	secFunction = 3
 	secTable    = 4
 	secGlobal   = 6
+	secExport   = 7
 	secElement  = 9
 	secCode     = 10
 )
@@ -174,6 +245,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			}
 		case secFunction:
 			n := r.u32()
+			if n > MaxFunctions {
+				return nil, fmt.Errorf("%w: %d functions, more than %d", ErrTooLarge, n, MaxFunctions)
+			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				m.funcTypes = append(m.funcTypes, r.u32())
 			}
@@ -190,6 +264,15 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			}
 		case secElement:
 			m.elements(r)
+		case secExport:
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				if name := r.name(); name == exportDepth || name == exportDeepest {
+					r.fail("export %q: a name paddock reserves", name)
+				}
+				r.byte()
+				r.u32()
+			}
 		default:
 			continue
 		}
@@ -204,15 +287,31 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 	// The sections as they will be written; the output is allocated once,
 	// at its final size (a Go module is megabytes).
 	var outSecs []section
+	// The added globals: the budget, the stack depth, the deepest it went.
 	newGlobal := func(body []byte) []byte {
 		body = append(body, 0x7f, 0x01, 0x41) // (mut i32) (i32.const meterBudget)
-		return append(appendS32(body, meterBudget), 0x0b)
+		body = append(appendS32(body, meterBudget), 0x0b)
+		return append(body, 0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41, 0x00, 0x0b) // two (mut i32) (i32.const 0)
 	}
-	globalDone := false
+	const newGlobals = 3
+	newExports := func(body []byte) []byte {
+		for i, name := range []string{exportDepth, exportDeepest} {
+			body = appendU32(body, uint32(len(name)))
+			body = append(body, name...)
+			body = append(body, 0x03) // global
+			body = appendU32(body, m.budget+1+uint32(i))
+		}
+		return body
+	}
+	globalDone, exportDone := false, false
 	for _, s := range secs {
 		if !globalDone && s.id != secCustom && sectionRank[s.id] > sectionRank[secGlobal] {
-			outSecs = append(outSecs, section{secGlobal, newGlobal(appendU32(nil, 1))})
+			outSecs = append(outSecs, section{secGlobal, newGlobal(appendU32(nil, newGlobals))})
 			globalDone = true
+		}
+		if !exportDone && s.id != secCustom && sectionRank[s.id] > sectionRank[secExport] {
+			outSecs = append(outSecs, section{secExport, newExports(appendU32(nil, 2))})
+			exportDone = true
 		}
 		switch s.id {
 		case secCustom:
@@ -229,8 +328,13 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		case secGlobal:
 			r := &wreader{b: s.body}
 			n := r.u32()
-			s.body = newGlobal(append(appendU32(nil, n+1), s.body[r.pos:]...))
+			s.body = newGlobal(append(appendU32(nil, n+newGlobals), s.body[r.pos:]...))
 			globalDone = true
+		case secExport:
+			r := &wreader{b: s.body}
+			n := r.u32()
+			s.body = newExports(append(appendU32(nil, n+2), s.body[r.pos:]...))
+			exportDone = true
 		case secCode:
 			body, err := m.code(s.body)
 			if err != nil {
@@ -241,7 +345,10 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		outSecs = append(outSecs, s)
 	}
 	if !globalDone {
-		outSecs = append(outSecs, section{secGlobal, newGlobal(appendU32(nil, 1))})
+		outSecs = append(outSecs, section{secGlobal, newGlobal(appendU32(nil, newGlobals))})
+	}
+	if !exportDone {
+		outSecs = append(outSecs, section{secExport, newExports(appendU32(nil, 2))})
 	}
 	size := len(wasmHeader)
 	for _, s := range outSecs {
@@ -398,6 +505,7 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: code section has %d bodies for %d functions", errMeter, n, len(m.funcTypes))
 	}
 	bodies := make([]funcBody, 0, min(n, 1<<16))
+	total := 0
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		b := r.bytes(int(r.u32()))
 		if r.err != nil {
@@ -407,8 +515,14 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: function %d has unknown type %d", errMeter, i, m.funcTypes[i])
 		}
 		fb, err := m.decodeBody(b, m.paramCounts[m.funcTypes[i]])
+		if le := (*limitError)(nil); errors.As(err, &le) {
+			return nil, fmt.Errorf("%w: function %d has %s", ErrTooLarge, m.importedFuncs+i, le.what)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: code of defined function %d: %v", errMeter, i, err)
+		}
+		if total += fb.count; total > MaxModuleInstructions {
+			return nil, fmt.Errorf("%w: more than %d instructions in all", ErrTooLarge, MaxModuleInstructions)
 		}
 		bodies = append(bodies, fb)
 	}
@@ -444,6 +558,9 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 	for i := uint32(0); i < fb.decls && r.err == nil; i++ {
 		fb.locals += uint64(r.u32())
 		r.byte()
+		if fb.locals > MaxFunctionLocals {
+			return fb, tooLarge("more than %d locals", MaxFunctionLocals)
+		}
 	}
 	if r.err != nil {
 		return fb, fmt.Errorf("locals: %v", r.err)
@@ -460,6 +577,15 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 		}
 		fb.count++
 		depth += ins.depth
+		switch {
+		case ins.kind == insBrTable:
+			fb.count += int(ins.index)
+		case depth > MaxNesting+1:
+			return fb, tooLarge("blocks nested more than %d deep", MaxNesting)
+		}
+		if fb.count > MaxFunctionInstructions {
+			return fb, tooLarge("more than %d instructions", MaxFunctionInstructions)
+		}
 		m.noteRef(ins)
 		// The rewrite adds a global (the budget) after the module's own
 		// and a local after the function's: an original that names either
@@ -481,28 +607,31 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 	if r.pos != len(b) {
 		return fb, fmt.Errorf("%d bytes after the final end", len(b)-r.pos)
 	}
-	if fb.locals >= math.MaxUint32 {
-		return fb, fmt.Errorf("%d locals: too many to add one", fb.locals)
-	}
 	return fb, nil
+}
+
+// limitError is a compile limit one function is past; it matches
+// ErrTooLarge, and code adds which function.
+type limitError struct{ what string }
+
+func (e *limitError) Error() string        { return ErrTooLarge.Error() + ": " + e.what }
+func (e *limitError) Is(target error) bool { return target == ErrTooLarge }
+
+func tooLarge(format string, args ...any) error {
+	return &limitError{fmt.Sprintf(format, args...)}
 }
 
 // writeBody appends to dst fb's body with checkpoints inserted.
 func (m *meterModule) writeBody(dst []byte, fb *funcBody) []byte {
 	budget := m.budget
 	cost := int32(min(fb.count, meterBudget))
-	scratch := uint32(fb.locals) // an added i32 local, for bulk and grow
-	needScratch := false
-	for _, p := range fb.points {
-		needScratch = needScratch || p.kind == insBulk || p.kind == insGrow
-	}
-	if needScratch {
-		dst = appendU32(dst, fb.decls+1)
-		dst = append(dst, fb.b[fb.declsStart:fb.declsEnd]...)
-		dst = append(dst, 0x01, 0x7f) // one i32
-	} else {
-		dst = append(dst, fb.b[:fb.declsEnd]...)
-	}
+	// Two added i32 locals: the function's stack depth, and a scratch
+	// for bulk and grow.
+	depth, scratch := uint32(fb.locals), uint32(fb.locals)+1
+	dst = appendU32(dst, fb.decls+1)
+	dst = append(dst, fb.b[fb.declsStart:fb.declsEnd]...)
+	dst = append(dst, 0x02, 0x7f) // two i32
+	dst = appendStackEntry(dst, budget+1, depth, stackFrameUnits(fb.locals, fb.count))
 	dst = appendCheckpoint(dst, budget, cost)
 	prev := fb.declsEnd
 	for _, p := range fb.points {
@@ -510,6 +639,10 @@ func (m *meterModule) writeBody(dst []byte, fb *funcBody) []byte {
 		prev = int(p.at)
 		switch p.kind {
 		case insCall, insCallIndirect:
+			dst = append(dst, 0x20)
+			dst = appendU32(dst, depth) // local.get
+			dst = append(dst, 0x24)
+			dst = appendU32(dst, budget+1) // global.set: the callee's frame is gone
 			host := p.kind == insCall && p.index < m.importedFuncs ||
 				p.kind == insCallIndirect && m.hostInTable
 			if host {
@@ -554,6 +687,38 @@ func appendGrowProbe(dst []byte, scratch, limitPages uint32) []byte {
 	return append(dst, 0x3f, 0x00, 0x6b, 0x40, 0x00, 0x1a, 0x0b) // memory.size; i32.sub; memory.grow; drop; end
 }
 
+// appendStackEntry appends, at a function's entry, with the depth global
+// at index g, the deepest at g+1, an added local l:
+//
+//	l = depth + frame; depth = l
+//	if l > deepest { deepest = l; if l > maxStackUnits { unreachable } }
+//
+// Only a new deepest value pays for the second test.
+func appendStackEntry(dst []byte, g, l uint32, frame int32) []byte {
+	dst = append(dst, 0x23)
+	dst = appendU32(dst, g) // global.get depth
+	dst = append(dst, 0x41)
+	dst = appendS32(dst, frame)   // i32.const
+	dst = append(dst, 0x6a, 0x22) // i32.add; local.tee
+	dst = appendU32(dst, l)
+	dst = append(dst, 0x24)
+	dst = appendU32(dst, g) // global.set depth
+	dst = append(dst, 0x20)
+	dst = appendU32(dst, l) // local.get
+	dst = append(dst, 0x23)
+	dst = appendU32(dst, g+1)           // global.get deepest
+	dst = append(dst, 0x4b, 0x04, 0x40) // i32.gt_u; if
+	dst = append(dst, 0x20)
+	dst = appendU32(dst, l) // local.get
+	dst = append(dst, 0x24)
+	dst = appendU32(dst, g+1) // global.set deepest
+	dst = append(dst, 0x20)
+	dst = appendU32(dst, l) // local.get
+	dst = append(dst, 0x41)
+	dst = appendS32(dst, maxStackUnits)
+	return append(dst, 0x4b, 0x04, 0x40, 0x00, 0x0b, 0x0b) // i32.gt_u; if; unreachable; end; end
+}
+
 // appendCheckpoint appends: budget -= cost; then appendTrip.
 func appendCheckpoint(dst []byte, budget uint32, cost int32) []byte {
 	dst = append(dst, 0x23)
@@ -588,6 +753,7 @@ const (
 	insGrow         // memory.grow: probed against the limit
 	insLocal        // local.get, local.set, local.tee: index checked
 	insGlobal       // global.get, global.set: index checked
+	insBrTable      // br_table: index is its number of labels
 )
 
 // instruction is what meter needs of one decoded instruction.
@@ -682,6 +848,7 @@ func decodeInstruction(r *wreader) instruction {
 		for i := uint32(0); i <= n && r.err == nil; i++ {
 			r.u32()
 		}
+		return instruction{kind: insBrTable, index: n}
 	case immCall:
 		return instruction{kind: insCall, index: r.u32()}
 	case immCallIndirect:

@@ -77,12 +77,7 @@ func (h *hook) prewarm(ctx context.Context) {
 			_ = in.mod.Close(context.WithoutCancel(ctx))
 			return
 		}
-		in.stdout.cancel = nil
-		select {
-		case h.idle <- in:
-		default:
-			_ = in.mod.Close(context.WithoutCancel(ctx))
-		}
+		h.release(ctx, in)
 	}()
 }
 
@@ -173,6 +168,9 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 		return nil, loadErr("wasi: %v", err)
 	}
 	metered, merr := meter(wasm, uint32(cfg.MemoryBytes/pageBytes))
+	if errors.Is(merr, ErrTooLarge) { // refused uncompiled: compiling it is what the limits prevent
+		return nil, fmt.Errorf("%w: hook %q (%s): %w", ErrLoad, cfg.Name, cfg.Path, merr)
+	}
 	if merr != nil {
 		// An invalid module gets wazero's own message; a valid one that
 		// meter cannot rewrite is refused all the same: its deadline
@@ -290,11 +288,12 @@ func (h *hook) callCommand(ctx context.Context, req []byte) ([]byte, string, err
 	lim := &memLimiter{limitBytes: h.cfg.MemoryBytes, pool: h.mappings}
 	cfg := h.modCfg.WithStdin(bytes.NewReader(req)).WithStdout(stdout).WithStderr(stderr)
 	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(callCtx, lim), h.compiled, cfg)
+	deepest := stackDeepest(mod) // wazero returns the (closed) module when _start fails
 	if mod != nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
 	}
 	if err != nil || stdout.over || lim.hit.Load() {
-		return nil, stderr.String(), h.classify(ctx, callCtx, err, stdout, lim)
+		return nil, stderr.String(), h.classify(ctx, callCtx, err, stdout, lim, deepest)
 	}
 	return stdout.buf.Bytes(), stderr.String(), nil
 }
@@ -310,7 +309,22 @@ type instance struct {
 	stdout   *limitWriter // counts stdout against MaxOutputBytes, tees into stderr
 	stderr   *headWriter
 	lim      *memLimiter
+	depth    api.MutableGlobal // meter's stack depth, set to 0 before each call
 	stack    [2]uint64
+}
+
+// stackDeepest returns the deepest stack depth, in stack units, that
+// meter's code recorded in mod (nil, or closed after a failed start, is
+// fine): past maxStackUnits, the module stopped at the call-stack limit.
+func stackDeepest(mod api.Module) uint64 {
+	if mod == nil {
+		return 0
+	}
+	g := mod.ExportedGlobal(exportDeepest)
+	if g == nil {
+		return 0
+	}
+	return uint64(uint32(g.Get()))
 }
 
 func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*instance, error) {
@@ -318,13 +332,19 @@ func (h *hook) newInstance(ctx context.Context, cancel context.CancelFunc) (*ins
 	in.stdout = &limitWriter{limit: MaxOutputBytes, tee: in.stderr, discard: true, cancel: cancel}
 	cfg := h.modCfg.WithStdout(in.stdout).WithStderr(in.stderr)
 	mod, err := h.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, in.lim), h.compiled, cfg)
+	in.mod = mod // wazero returns the (closed) module when _initialize fails
 	if err != nil {
 		if mod != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 		}
 		return in, err
 	}
-	in.mod = mod
+	depth, ok := mod.ExportedGlobal(exportDepth).(api.MutableGlobal)
+	if !ok { // meter exports it in every module it writes
+		_ = mod.Close(context.WithoutCancel(ctx))
+		return in, fmt.Errorf("%w: the module has no %s global", ErrTrap, exportDepth)
+	}
+	in.depth = depth
 	in.alloc = mod.ExportedFunction("paddock_alloc")
 	in.decide = mod.ExportedFunction("paddock_decide")
 	in.validate = mod.ExportedFunction(validateSettingsExport)
@@ -347,7 +367,7 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 		var err error
 		in, err = h.newInstance(callCtx, cancel)
 		if err != nil {
-			return nil, in.stderr.String(), fmt.Errorf("%w (in _initialize)", h.classify(ctx, callCtx, err, in.stdout, in.lim))
+			return nil, in.stderr.String(), fmt.Errorf("%w (in _initialize)", h.classify(ctx, callCtx, err, in.stdout, in.lim, stackDeepest(in.mod)))
 		}
 		// A grow refused in _initialize counts against this decision
 		// (lim.hit stays set); a pooled instance never had one refused.
@@ -359,20 +379,31 @@ func (h *hook) callReactor(ctx context.Context, req []byte) ([]byte, string, err
 	stderr := in.stderr.String()
 	if err != nil || in.stdout.over || in.lim.hit.Load() {
 		_ = in.mod.Close(context.WithoutCancel(ctx))
-		return nil, stderr, h.classify(ctx, callCtx, err, in.stdout, in.lim)
+		return nil, stderr, h.classify(ctx, callCtx, err, in.stdout, in.lim, stackDeepest(in.mod))
 	}
-	in.stdout.cancel = nil
-	select {
-	case h.idle <- in:
-	default:
-		_ = in.mod.Close(context.WithoutCancel(ctx))
-	}
+	h.release(ctx, in)
 	return out, stderr, nil
+}
+
+// release puts in, after a clean call, back in the idle pool; it closes it
+// instead when the pool is full or when its calls went deeper than
+// keepStackUnits (wazero keeps a grown call stack for the instance's life).
+func (h *hook) release(ctx context.Context, in *instance) {
+	in.stdout.cancel = nil
+	if stackDeepest(in.mod) <= keepStackUnits {
+		select {
+		case h.idle <- in:
+			return
+		default:
+		}
+	}
+	_ = in.mod.Close(context.WithoutCancel(ctx))
 }
 
 // run is one paddock_alloc + write + fn (paddock_decide or
 // paddock_validate_settings) + read on in.
 func (in *instance) run(ctx context.Context, fn api.Function, req []byte) ([]byte, error) {
+	in.depth.Set(0)
 	in.stack[0] = uint64(uint32(len(req)))
 	if err := in.alloc.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("paddock_alloc: %w", err)
@@ -383,6 +414,7 @@ func (in *instance) run(ctx context.Context, fn api.Function, req []byte) ([]byt
 	}
 	name := func() string { return fn.Definition().ExportNames()[0] }
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(uint32(len(req)))
+	in.depth.Set(0)
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("%s: %w", name(), err)
 	}
@@ -399,7 +431,9 @@ func (in *instance) run(ctx context.Context, fn api.Function, req []byte) ([]byt
 
 // classify turns a failed call into an error wrapping the sentinel that
 // names the cause, most specific first.
-func (h *hook) classify(parent, callCtx context.Context, err error, stdout *limitWriter, lim *memLimiter) error {
+//
+// deepest is the module's deepest stack depth (stackDeepest).
+func (h *hook) classify(parent, callCtx context.Context, err error, stdout *limitWriter, lim *memLimiter, deepest uint64) error {
 	if perr := parent.Err(); perr != nil {
 		return fmt.Errorf("hooks: interrupted: %w", perr)
 	}
@@ -413,6 +447,8 @@ func (h *hook) classify(parent, callCtx context.Context, err error, stdout *limi
 		return fmt.Errorf("%w: grew past its memory limit of %s", ErrMemory, sizeText(h.cfg.MemoryBytes))
 	case lim.hit.Load():
 		return fmt.Errorf("%w: grew past its memory limit of %s (then: %s)", ErrMemory, sizeText(h.cfg.MemoryBytes), firstLine(err))
+	case err != nil && deepest > maxStackUnits:
+		return fmt.Errorf("%w: calls nested deeper than %s of stack", ErrCallStack, sizeText(MaxCallStackBytes))
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("%w: did not finish within %v", ErrTimeout, h.cfg.Timeout)
 	case errors.As(err, &ee):

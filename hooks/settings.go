@@ -143,7 +143,7 @@ func (h *hook) checkSettings(ctx context.Context) error {
 		if in.mod != nil {
 			_ = in.mod.Close(context.WithoutCancel(ctx))
 		}
-		return refused("%s failed: %v", validateSettingsExport, h.classify(ctx, callCtx, err, in.stdout, in.lim))
+		return refused("%s failed: %v", validateSettingsExport, h.classify(ctx, callCtx, err, in.stdout, in.lim, stackDeepest(in.mod)))
 	}
 	a, isAnswer, err := parseSettingsAnswer(out)
 	if !isAnswer && err == nil {
@@ -157,12 +157,7 @@ func (h *hook) checkSettings(ctx context.Context) error {
 		_ = in.mod.Close(context.WithoutCancel(ctx))
 		return refused("%s", orNoMessage(a.Message))
 	}
-	in.stdout.cancel = nil
-	select {
-	case h.idle <- in:
-	default:
-		_ = in.mod.Close(context.WithoutCancel(ctx))
-	}
+	h.release(ctx, in)
 	return nil
 }
 
