@@ -14,9 +14,9 @@ import (
 // TestHostileWatModules runs the hand-written hostile modules of
 // testdata/wat: work without any loop (double recursion, a chain of
 // distinct functions), spinning in host calls (sleeps, random bytes),
-// bulk memory instructions in straight-line code, and memory grown past
-// the limit then an allow. Each must be denied for the right cause within
-// twice its timeout, and the same chain must then decide the next job
+// bulk memory instructions in straight-line code, memory grown past the
+// limit then an allow, and recursion 100 million calls deep. Each must be
+// denied for the right cause within twice its timeout, and the same chain must then decide the next job
 // normally. A module that escaped its deadline would run for hours: the
 // test gives up after ten timeouts instead of hanging.
 func TestHostileWatModules(t *testing.T) {
@@ -36,6 +36,8 @@ func TestHostileWatModules(t *testing.T) {
 		{mod: "bulk-reactor", abi: ABIReactor, want: ErrTimeout},
 		{mod: "grow-command", abi: ABICommand, memory: 8 << 20, want: ErrMemory, contain: "grew past its memory limit of 8 MiB"},
 		{mod: "grow-reactor", abi: ABIReactor, memory: 8 << 20, want: ErrMemory, contain: "grew past its memory limit of 8 MiB"},
+		{mod: "deep-command", abi: ABICommand, want: ErrCallStack, contain: "deeper than 8 MiB of stack"},
+		{mod: "deep-reactor", abi: ABIReactor, want: ErrCallStack, contain: "deeper than 8 MiB of stack"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mod, func(t *testing.T) {
