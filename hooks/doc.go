@@ -37,7 +37,11 @@
 // module that imports anything but wasi_snapshot_preview1, whose initial
 // memory is above its limit or whose tables start with more than 2^20
 // elements is refused at load ([ErrLoad]), and so is one whose digest
-// differs from the configured one ([ErrSHA256Mismatch]).
+// differs from the configured one ([ErrSHA256Mismatch]) or one past a
+// compile limit ([ErrTooLarge]: [MaxFunctions], [MaxFunctionInstructions],
+// [MaxFunctionLocals], [MaxNesting], [MaxModuleInstructions]), which is
+// never compiled: wazero's compile time grows with a function's size and
+// with the square of its block nesting.
 //
 // # Settings
 //
@@ -58,7 +62,9 @@
 // size may be the cause), with the cause in [TrailEntry.Error]: a trap
 // ([ErrTrap]); running past its timeout ([ErrTimeout]: the module is
 // stopped whatever its code, see Deadlines); a memory.grow refused by the
-// limit, whatever the module answers after it ([ErrMemory]); a non-zero exit
+// limit, whatever the module answers after it ([ErrMemory]); calls nested
+// past [MaxCallStackBytes] of estimated frames ([ErrCallStack]: wazero
+// keeps the call stack in host memory); a non-zero exit
 // ([ErrExit]); more than [MaxOutputBytes] of stdout ([ErrOutputTooLarge]: the
 // module is interrupted at the first byte over, nothing more is buffered);
 // output that is not exactly one valid decision, an unknown decision or

@@ -42,8 +42,9 @@ import (
 // 2*meterBudget units of work (an instruction, or 64 bytes copied), a few
 // milliseconds, whatever its code. Nothing else changes: no branch depth,
 // local or function index moves (the inserted code is stack-neutral, its
-// one block is self-contained, an added scratch local comes after the
-// others, the global after the others). Tables are capped too (see
+// blocks are self-contained, the two added locals come after the others,
+// the three added globals after the others, and two exports are added,
+// see "Call-stack metering" below). Tables are capped too (see
 // maxTableElements), as wazero keeps them in host memory outside the
 // hook's memory limit.
 //
