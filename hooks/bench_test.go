@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -145,4 +146,15 @@ func BenchmarkMemoryGrowth(b *testing.B) {
 		}
 	}
 	b.ReportMetric(growth, "peak-rss-MiB")
+}
+
+// BenchmarkMeter is the load-time rewrite of the largest example hook.
+func BenchmarkMeter(b *testing.B) {
+	wasm, err := os.ReadFile(wasmPath(b, "denylist"))
+	require.NoError(b, err)
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		_, err := meter(wasm, DefaultMemoryBytes/pageBytes)
+		require.NoError(b, err)
+	}
 }
