@@ -3,7 +3,9 @@ package hooks
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +30,45 @@ func TestCallStackMemoryBound(t *testing.T) {
 			require.Less(t, growth, float64(maxGrowthMiB))
 		})
 	}
+}
+
+// TestCallStackManyResults: a function's frame holds the results of the
+// calls it makes, so a recursion that passes 500 results up each level
+// (a few instructions a frame, but 4 KB of stack) is stopped at the
+// call-stack limit too, not at wazero's own ceiling (100 MB and more).
+func TestCallStackManyResults(t *testing.T) {
+	const maxGrowthMiB = 48
+	requireWat2wasm(t)
+	results := strings.Repeat(" i32", 500)
+	wat := `(module
+  (func $zeros (result` + results + `)` + strings.Repeat(" i32.const 0", 500) + `)
+  (func $down (param $n i32) (result` + results + `)
+    local.get $n
+    i32.eqz
+    if (result` + results + `)
+      call $zeros
+    else
+      local.get $n
+      i32.const 1
+      i32.sub
+      call $down
+    end)
+  (func (export "_start")
+    i32.const 100000000
+    call $down` + strings.Repeat(" drop", 500) + `))`
+	dir := t.TempDir()
+	src, mod := filepath.Join(dir, "results.wat"), filepath.Join(dir, "results.wasm")
+	require.NoError(t, os.WriteFile(src, []byte(wat), 0o600))
+	out, err := exec.Command("wat2wasm", src, "-o", mod).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "results", Path: mod}}})
+	var res Result
+	growth := peakRSSGrowthMiB(func() { res, _ = decide(t, c, testJob("")) })
+	t.Logf("peak RSS +%.1f MiB: %s", growth, res.Reason)
+	require.Equal(t, VerdictDeny, res.Verdict)
+	require.ErrorContains(t, errorText(res.Trail[0].Error), ErrCallStack.Error())
+	require.Less(t, growth, float64(maxGrowthMiB))
 }
 
 // errorText turns a trail's error text back into an error, for ErrorContains.

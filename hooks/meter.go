@@ -113,12 +113,14 @@ const (
 	exportDeepest = "paddock:stack_deepest"
 )
 
-// stackFrameUnits bounds the frame of a function of locals locals
-// (parameters included) and count instructions: each local and each
-// operand a spill may keep (at most one per instruction), a unit each, and
-// four for the return address, frame pointer and alignment.
-func stackFrameUnits(locals uint64, count int) int32 {
-	return int32(4 + locals + uint64(count))
+// stackFrameUnits bounds the frame of fb: each local (parameters
+// included), each operand a spill may keep (at most one per instruction),
+// each of its results and of the parameters and results of the largest
+// call it makes (passed in its frame), a unit each, and four for the return
+// address, frame pointer and alignment. Past maxStackUnits it is
+// maxStackUnits+1: the entry traps anyway.
+func stackFrameUnits(fb *funcBody) int32 {
+	return int32(min(4+fb.locals+uint64(fb.count)+fb.values, maxStackUnits+1))
 }
 
 // Compile limits.
@@ -219,8 +221,10 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 				}
 				params := r.u32()
 				r.skip(int(params))
-				r.skip(int(r.u32()))
+				results := r.u32()
+				r.skip(int(results))
 				m.paramCounts = append(m.paramCounts, params)
+				m.resultCounts = append(m.resultCounts, results)
 			}
 		case secImport:
 			n := r.u32()
@@ -229,7 +233,7 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 				r.skip(int(r.u32())) // name
 				switch kind := r.byte(); kind {
 				case 0x00: // func
-					r.u32()
+					m.importTypes = append(m.importTypes, r.u32())
 					m.importedFuncs++
 				case 0x01: // table
 					r.byte()
@@ -368,6 +372,8 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 // meterModule is what the rewrite knows of a module.
 type meterModule struct {
 	paramCounts   []uint32 // per type
+	resultCounts  []uint32 // per type
+	importTypes   []uint32 // per imported function
 	funcTypes     []uint32 // per defined function
 	importedFuncs uint32
 	budget        uint32 // index of the added global: the globals before it
@@ -480,7 +486,10 @@ type funcBody struct {
 	decls                uint32 // their count
 	locals               uint64 // parameters and locals
 	count                int    // instructions
-	points               []point
+	// values: the function's results, and the most parameters and
+	// results of any function it calls: the frame holds those too.
+	values uint64
+	points []point
 }
 
 // point is where meter inserts code: after a call, or before a bulk
@@ -515,7 +524,7 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 		if m.funcTypes[i] >= uint32(len(m.paramCounts)) {
 			return nil, fmt.Errorf("%w: function %d has unknown type %d", errMeter, i, m.funcTypes[i])
 		}
-		fb, err := m.decodeBody(b, m.paramCounts[m.funcTypes[i]])
+		fb, err := m.decodeBody(b, m.funcTypes[i])
 		if le := (*limitError)(nil); errors.As(err, &le) {
 			return nil, fmt.Errorf("%w: function %d has %s", ErrTooLarge, m.importedFuncs+i, le.what)
 		}
@@ -548,13 +557,43 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 	return out, nil
 }
 
-// decodeBody decodes the function body b (locals and expression).
-func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
+// typeValues returns the parameters and results of type typ (0, 0 for an
+// unknown type: wazero's validation refuses the module).
+func (m *meterModule) typeValues(typ uint32) (params, results uint64) {
+	if typ >= uint32(len(m.paramCounts)) {
+		return 0, 0
+	}
+	return uint64(m.paramCounts[typ]), uint64(m.resultCounts[typ])
+}
+
+// calleeValues returns the parameters and results of a call's callee:
+// ins is a call (index: the function) or call_indirect (index: the type).
+func (m *meterModule) calleeValues(ins instruction) uint64 {
+	typ := ins.index
+	if ins.kind == insCall {
+		switch f := ins.index; {
+		case f < m.importedFuncs:
+			typ = m.importTypes[f]
+		case f-m.importedFuncs < uint32(len(m.funcTypes)):
+			typ = m.funcTypes[f-m.importedFuncs]
+		default:
+			return 0
+		}
+	}
+	p, r := m.typeValues(typ)
+	return p + r
+}
+
+// decodeBody decodes the function body b (locals and expression) of a
+// function of type typ.
+func (m *meterModule) decodeBody(b []byte, typ uint32) (funcBody, error) {
+	nParams, nResults := m.typeValues(typ)
 	if len(b) > math.MaxInt32 {
 		return funcBody{}, fmt.Errorf("a body of %d bytes", len(b))
 	}
 	r := &wreader{b: b}
-	fb := funcBody{b: b, decls: r.u32(), locals: uint64(nParams)}
+	fb := funcBody{b: b, decls: r.u32(), locals: nParams, values: nResults}
+	var callValues uint64
 	fb.declsStart = r.pos
 	for i := uint32(0); i < fb.decls && r.err == nil; i++ {
 		fb.locals += uint64(r.u32())
@@ -600,6 +639,7 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 		}
 		switch ins.kind {
 		case insCall, insCallIndirect:
+			callValues = max(callValues, m.calleeValues(ins))
 			fb.points = append(fb.points, point{int32(r.pos), uint8(ins.kind), ins.index})
 		case insBulk, insGrow:
 			fb.points = append(fb.points, point{int32(start), uint8(ins.kind), 0})
@@ -608,6 +648,7 @@ func (m *meterModule) decodeBody(b []byte, nParams uint32) (funcBody, error) {
 	if r.pos != len(b) {
 		return fb, fmt.Errorf("%d bytes after the final end", len(b)-r.pos)
 	}
+	fb.values += callValues
 	return fb, nil
 }
 
@@ -632,7 +673,7 @@ func (m *meterModule) writeBody(dst []byte, fb *funcBody) []byte {
 	dst = appendU32(dst, fb.decls+1)
 	dst = append(dst, fb.b[fb.declsStart:fb.declsEnd]...)
 	dst = append(dst, 0x02, 0x7f) // two i32
-	dst = appendStackEntry(dst, budget+1, depth, stackFrameUnits(fb.locals, fb.count))
+	dst = appendStackEntry(dst, budget+1, depth, stackFrameUnits(fb))
 	dst = appendCheckpoint(dst, budget, cost)
 	prev := fb.declsEnd
 	for _, p := range fb.points {
@@ -761,7 +802,7 @@ const (
 type instruction struct {
 	kind  int
 	depth int    // +1 block, loop, if; -1 end
-	index uint32 // the function of a call or ref.func; the local or global
+	index uint32 // the function of a call or ref.func; call_indirect's type; the local or global
 }
 
 // Immediate shapes of the one-byte opcodes, for decodeInstruction.
@@ -853,9 +894,9 @@ func decodeInstruction(r *wreader) instruction {
 	case immCall:
 		return instruction{kind: insCall, index: r.u32()}
 	case immCallIndirect:
+		typ := r.u32()
 		r.u32()
-		r.u32()
-		return instruction{kind: insCallIndirect}
+		return instruction{kind: insCallIndirect, index: typ}
 	case immSelectT:
 		r.skip(int(r.u32()))
 	case immGrow:
