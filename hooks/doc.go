@@ -39,9 +39,10 @@
 // elements is refused at load ([ErrLoad]), and so is one whose digest
 // differs from the configured one ([ErrSHA256Mismatch]) or one past a
 // compile limit ([ErrTooLarge]: [MaxFunctions], [MaxFunctionInstructions],
-// [MaxFunctionLocals], [MaxNesting], [MaxModuleInstructions]), which is
-// never compiled: wazero's compile time grows with a function's size and
-// with the square of its block nesting.
+// [MaxFunctionLocals], [MaxNesting], [MaxFunctionBlocks],
+// [MaxFunctionValues], [MaxModuleCost]), which is never compiled: wazero's
+// compile time grows with a function's size and with the square of its
+// block nesting or of its blocks.
 //
 // # Settings
 //

@@ -25,7 +25,8 @@ var (
 	ErrLoad = errors.New("hooks: cannot load module")
 	// ErrTooLarge means a module is past one of the compile limits
 	// ([MaxFunctions], [MaxFunctionInstructions], [MaxFunctionLocals],
-	// [MaxNesting], [MaxModuleInstructions]). It is refused at load,
+	// [MaxNesting], [MaxFunctionBlocks], [MaxFunctionValues],
+	// [MaxModuleCost]). It is refused at load,
 	// before anything is compiled; the error also wraps ErrLoad and names
 	// the hook, the function and the limit.
 	ErrTooLarge = errors.New("hooks: module too large to compile")

@@ -184,9 +184,15 @@ func TestCompileLimits(t *testing.T) {
 			"function 0 has more than 50000 locals"},
 		{"nesting", testModule(1, 0, 0, nested(MaxNesting)), testModule(1, 0, 0, nested(MaxNesting+1)),
 			"function 0 has blocks nested more than 2048 deep"},
-		{"module instructions", testModule(MaxModuleInstructions/MaxFunctionInstructions, 0, 0, repeat(MaxFunctionInstructions-1, 0x01)),
-			testModule(MaxModuleInstructions/MaxFunctionInstructions+1, 0, 0, repeat(MaxFunctionInstructions-1, 0x01)),
-			"more than 4000000 instructions in all"},
+		{"blocks", testModule(1, 0, 0, repeat(MaxFunctionBlocks/2-1, 0x41, 0x01, 0x04, 0x40, 0x0b)),
+			testModule(1, 0, 0, repeat(MaxFunctionBlocks/2, 0x41, 0x01, 0x04, 0x40, 0x0b)),
+			"function 0 has more than 8192 blocks and branches"},
+		{"values", testModule(1, 0, 1000, repeat(MaxFunctionValues/1000, 0x02, 0x40, 0x0b)),
+			testModule(1, 0, 1000, repeat(MaxFunctionValues/1000+1, 0x02, 0x40, 0x0b)),
+			"function 0 has more than 262144 block and call values"},
+		{"module cost", testModule(MaxModuleCost/MaxFunctionInstructions, 0, 0, repeat(MaxFunctionInstructions-1, 0x01)),
+			testModule(MaxModuleCost/MaxFunctionInstructions+1, 0, 0, repeat(MaxFunctionInstructions-1, 0x01)),
+			"an estimated compile cost of more than 24000000 instructions' worth in all (functions 0 to 240)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,8 +234,20 @@ func atLimitModules() map[string][]byte {
 		locals = append(append(append(locals, 0x20), appendU32(nil, uint32(i))...), 0x6a)
 	}
 	locals = append(locals, 0x1a)
+	var values []byte
+	const valueLocals = 128
+	for i := range valueLocals { // set each local, blocks in a row, then sum the locals
+		values = append(append(values, 0x41, 0x01, 0x21), appendU32(nil, uint32(i))...)
+	}
+	values = append(append(values, repeat(MaxFunctionValues/valueLocals-1, 0x02, 0x40, 0x0b)...), 0x41, 0x00)
+	for i := range valueLocals {
+		values = append(append(append(values, 0x20), appendU32(nil, uint32(i))...), 0x6a)
+	}
+	values = append(values, 0x1a)
 	return map[string][]byte{
 		"nesting": testModule(1, 0, 0, nested(MaxNesting)),
+		"ifs":     testModule(1, 0, 0, repeat(MaxFunctionBlocks/2-1, 0x41, 0x01, 0x04, 0x40, 0x0b)),
+		"values":  testModule(1, 0, valueLocals, values),
 		"live":    testModule(1, 0, 0, live),
 		"locals":  testModule(1, 0, MaxFunctionLocals, locals),
 	}

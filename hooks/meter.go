@@ -126,12 +126,14 @@ func stackFrameUnits(fb *funcBody) int32 {
 // Compile limits.
 //
 // wazero's compiler takes time and memory that grow with a function's size
-// and, faster, with its block nesting (quadratically: 4096 nested blocks
-// take about 0.4 s; 100000, minutes). meter refuses, before anything is
-// compiled, a module past any of these limits, with an error wrapping
-// ErrTooLarge naming the function. A Go-built hook (2 to 4 MiB) has about
-// 2,200 functions, at most 13,335 instructions, 21 locals and 549 nested
-// blocks in one function, and a million instructions in all.
+// and, faster, with its block nesting, its blocks and branches, and its
+// locals times its blocks (quadratically: 4096 nested blocks take about
+// 0.4 s, 100000 minutes; 16,000 ifs in a row, 35 s). meter refuses, before
+// anything is compiled, a module past any of these limits, with an error
+// wrapping ErrTooLarge naming the function. The largest example hook
+// (denylist, 3.4 MB) has 2,195 functions, at most 14,230 instructions, 21
+// locals, 549 nested blocks, 1,777 blocks and branches and 8,932 values in
+// one function, and a compile cost of 5.5 million.
 const (
 	// MaxFunctions caps a module's defined functions.
 	MaxFunctions = 20_000
@@ -143,9 +145,26 @@ const (
 	// MaxNesting caps the depth of nested blocks, loops and ifs in one
 	// function.
 	MaxNesting = 2_048
-	// MaxModuleInstructions caps the instructions of all functions
-	// together.
-	MaxModuleInstructions = 4_000_000
+	// MaxFunctionBlocks caps the branches and blocks of one function,
+	// an estimate of its basic blocks: 1 for each block, else, br_if and
+	// br_table, 2 for each loop and if, 2 for each check meter adds (at
+	// the entry, after each call, before each bulk instruction), 1 for
+	// each memory.grow. The compiler's time grows with their square
+	// (16,000 blocks in a row take 6 s, 16,000 ifs 35 s). A Go-built hook
+	// has at most 1,777.
+	MaxFunctionBlocks = 8_192
+	// MaxFunctionValues caps, in one function, the locals times the
+	// blocks, loops and ifs, plus the values each block and call takes
+	// and leaves: the values the compiler may carry from block to block
+	// (6,000 locals read after 6,000 loops: 7 s). A Go-built hook has at
+	// most 8,932.
+	MaxFunctionValues = 1 << 18
+	// MaxModuleCost caps the estimated compile work of all functions
+	// together, in instructions' worth (about 0.3 µs each): for each
+	// function, its instructions + nesting²/16 + blocks²/8 + values/2
+	// (the terms grow as wazero's compile time does, measured). The
+	// largest example hook (denylist) costs 5.5 million.
+	MaxModuleCost = 24_000_000
 )
 
 // wasmHeader is the magic number and version 1 of the binary format.
@@ -387,7 +406,7 @@ type meterModule struct {
 // ref.func of an imported function.
 func (m *meterModule) constExpr(r *wreader) {
 	for depth := 1; depth > 0 && r.err == nil; {
-		ins := decodeInstruction(r)
+		ins := decodeInstruction(r, m)
 		depth += ins.depth
 		m.noteRef(ins)
 	}
@@ -489,7 +508,19 @@ type funcBody struct {
 	// values: the function's results, and the most parameters and
 	// results of any function it calls: the frame holds those too.
 	values uint64
-	points []point
+	// ssa: the values wazero's compiler may track across blocks: every
+	// local at every block, loop and if, plus the values each block and
+	// call takes and leaves (MaxFunctionValues).
+	ssa uint64
+	// nesting: the deepest block nesting; blocks: the estimate of
+	// MaxFunctionBlocks.
+	nesting, blocks uint64
+	points          []point
+}
+
+// compileCost is fb's share of MaxModuleCost.
+func (fb *funcBody) compileCost() uint64 {
+	return uint64(fb.count) + fb.nesting*fb.nesting/16 + fb.blocks*fb.blocks/8 + fb.ssa/2
 }
 
 // point is where meter inserts code: after a call, or before a bulk
@@ -515,7 +546,7 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: code section has %d bodies for %d functions", errMeter, n, len(m.funcTypes))
 	}
 	bodies := make([]funcBody, 0, min(n, 1<<16))
-	total := 0
+	var total uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		b := r.bytes(int(r.u32()))
 		if r.err != nil {
@@ -531,8 +562,8 @@ func (m *meterModule) code(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: code of defined function %d: %v", errMeter, i, err)
 		}
-		if total += fb.count; total > MaxModuleInstructions {
-			return nil, fmt.Errorf("%w: more than %d instructions in all", ErrTooLarge, MaxModuleInstructions)
+		if total += fb.compileCost(); total > MaxModuleCost {
+			return nil, fmt.Errorf("%w: an estimated compile cost of more than %d instructions' worth in all (functions 0 to %d)", ErrTooLarge, MaxModuleCost, m.importedFuncs+i)
 		}
 		bodies = append(bodies, fb)
 	}
@@ -592,7 +623,7 @@ func (m *meterModule) decodeBody(b []byte, typ uint32) (funcBody, error) {
 		return funcBody{}, fmt.Errorf("a body of %d bytes", len(b))
 	}
 	r := &wreader{b: b}
-	fb := funcBody{b: b, decls: r.u32(), locals: nParams, values: nResults}
+	fb := funcBody{b: b, decls: r.u32(), locals: nParams, values: nResults, blocks: 2}
 	var callValues uint64
 	fb.declsStart = r.pos
 	for i := uint32(0); i < fb.decls && r.err == nil; i++ {
@@ -611,20 +642,40 @@ func (m *meterModule) decodeBody(b []byte, typ uint32) (funcBody, error) {
 			return fb, errors.New("the body ends before its final end")
 		}
 		start := r.pos
-		ins := decodeInstruction(r)
+		ins := decodeInstruction(r, m)
 		if r.err != nil {
 			return fb, fmt.Errorf("offset %d: %v", start, r.err)
 		}
 		fb.count++
 		depth += ins.depth
-		switch {
-		case ins.kind == insBrTable:
+		switch ins.kind {
+		case insBrTable:
 			fb.count += int(ins.index)
+			fb.blocks++
+		case insBlock:
+			fb.ssa += fb.locals + uint64(ins.index)
+			fb.nesting = max(fb.nesting, uint64(depth-1))
+			fb.blocks++
+			if b[start] != 0x02 { // loop, if
+				fb.blocks++
+			}
+		case insCall, insCallIndirect:
+			fb.ssa += m.calleeValues(ins)
+			fb.blocks += 2
+		case insBulk:
+			fb.blocks += 2
+		case insGrow, insBranch:
+			fb.blocks++
+		}
+		switch {
+		case fb.blocks > MaxFunctionBlocks:
+			return fb, tooLarge("more than %d blocks and branches (with the checks paddock adds)", MaxFunctionBlocks)
 		case depth > MaxNesting+1:
 			return fb, tooLarge("blocks nested more than %d deep", MaxNesting)
-		}
-		if fb.count > MaxFunctionInstructions {
+		case fb.count > MaxFunctionInstructions:
 			return fb, tooLarge("more than %d instructions", MaxFunctionInstructions)
+		case fb.ssa > MaxFunctionValues:
+			return fb, tooLarge("more than %d block and call values (locals times blocks, plus the values blocks and calls take and leave)", MaxFunctionValues)
 		}
 		m.noteRef(ins)
 		// The rewrite adds a global (the budget) after the module's own
@@ -796,6 +847,8 @@ const (
 	insLocal        // local.get, local.set, local.tee: index checked
 	insGlobal       // global.get, global.set: index checked
 	insBrTable      // br_table: index is its number of labels
+	insBlock        // block, loop, if: index is the values its type takes and leaves
+	insBranch       // else, br_if
 )
 
 // instruction is what meter needs of one decoded instruction.
@@ -865,13 +918,15 @@ var opShapes = func() (t [256]uint8) {
 
 // decodeInstruction reads one instruction at r. Opcodes outside the
 // enabled features set r.err.
-func decodeInstruction(r *wreader) instruction {
+func decodeInstruction(r *wreader, m *meterModule) instruction {
 	op := r.byte()
 	switch opShapes[op] {
 	case immNone:
+		if op == 0x05 { // else
+			return instruction{kind: insBranch}
+		}
 	case immBlock:
-		r.blockType()
-		return instruction{depth: 1}
+		return instruction{depth: 1, kind: insBlock, index: uint32(min(r.blockType(m), math.MaxUint32))}
 	case immEnd:
 		return instruction{depth: -1}
 	case immU32:
@@ -881,6 +936,8 @@ func decodeInstruction(r *wreader) instruction {
 			return instruction{kind: insLocal, index: n}
 		case op == 0x23 || op == 0x24:
 			return instruction{kind: insGlobal, index: n}
+		case op == 0x0d:
+			return instruction{kind: insBranch}
 		}
 	case immU32x2:
 		r.u32()
@@ -1053,15 +1110,32 @@ func (r *wreader) sleb(maxBytes int) {
 }
 
 // blockType skips a block type: 0x40, a value type, or an s33 type index.
-func (r *wreader) blockType() {
+//
+// It returns the values the block takes and leaves: 0 for 0x40, 1 for a
+// value type, a type's parameters and results for a type index (0 for
+// one out of range: the module is invalid).
+func (r *wreader) blockType(m *meterModule) uint64 {
 	if r.pos < len(r.b) {
 		switch r.b[r.pos] {
-		case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+		case 0x40:
 			r.pos++
-			return
+			return 0
+		case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+			r.pos++
+			return 1
 		}
 	}
+	start := r.pos
 	r.sleb(5)
+	var idx uint64
+	for i := r.pos - 1; i >= start && r.err == nil; i-- {
+		idx = idx<<7 | uint64(r.b[i]&0x7f)
+	}
+	if idx > math.MaxUint32 {
+		return 0
+	}
+	p, res := m.typeValues(uint32(idx))
+	return p + res
 }
 
 // limits reads a limits field: its flags byte (0x00 min, 0x01 min max),
