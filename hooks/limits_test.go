@@ -38,7 +38,6 @@ func TestCallStackMemoryBound(t *testing.T) {
 // call-stack limit too, not at wazero's own ceiling (100 MB and more).
 func TestCallStackManyResults(t *testing.T) {
 	const maxGrowthMiB = 48
-	requireWat2wasm(t)
 	results := strings.Repeat(" i32", 500)
 	wat := `(module
   (func $zeros (result` + results + `)` + strings.Repeat(" i32.const 0", 500) + `)
@@ -56,12 +55,7 @@ func TestCallStackManyResults(t *testing.T) {
   (func (export "_start")
     i32.const 100000000
     call $down` + strings.Repeat(" drop", 500) + `))`
-	dir := t.TempDir()
-	src, mod := filepath.Join(dir, "results.wat"), filepath.Join(dir, "results.wasm")
-	require.NoError(t, os.WriteFile(src, []byte(wat), 0o600))
-	out, err := exec.Command("wat2wasm", src, "-o", mod).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
+	mod := assembleWat(t, wat)
 	c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "results", Path: mod}}})
 	var res Result
 	growth := peakRSSGrowthMiB(func() { res, _ = decide(t, c, testJob("")) })
@@ -69,6 +63,34 @@ func TestCallStackManyResults(t *testing.T) {
 	require.Equal(t, VerdictDeny, res.Verdict)
 	require.ErrorContains(t, errorText(res.Trail[0].Error), ErrCallStack.Error())
 	require.Less(t, growth, float64(maxGrowthMiB))
+}
+
+// assembleWat assembles the module text wat with wat2wasm and returns the
+// module's path, for hostile modules a test writes out.
+func assembleWat(t *testing.T, wat string) string {
+	t.Helper()
+	requireWat2wasm(t)
+	dir := t.TempDir()
+	src, mod := filepath.Join(dir, "mod.wat"), filepath.Join(dir, "mod.wasm")
+	require.NoError(t, os.WriteFile(src, []byte(wat), 0o600))
+	out, err := exec.Command("wat2wasm", src, "-o", mod).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return mod
+}
+
+// TestReservedExportRefused: a module exporting a name of meter's stack
+// globals is refused at load, uncompiled, naming the hook and the name
+// (it could otherwise hand the host a depth of its own).
+func TestReservedExportRefused(t *testing.T) {
+	t.Parallel()
+	mod := assembleWat(t, `(module
+  (global (export "`+exportDeepest+`") (mut i32) (i32.const 0))
+  (func (export "_start")))`)
+	_, err := NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: "reserved", Path: mod}}})
+	require.ErrorIs(t, err, ErrLoad)
+	require.ErrorContains(t, err, `hook "reserved"`)
+	require.ErrorContains(t, err, `exports "paddock:stack_deepest", a name paddock reserves`)
+	require.NotContains(t, err.Error(), "compile: ")
 }
 
 // errorText turns a trail's error text back into an error, for ErrorContains.

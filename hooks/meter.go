@@ -186,8 +186,12 @@ const (
 // sectionRank is the order non-custom sections must appear in.
 var sectionRank = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
 
-// errMeter marks a module meter cannot rewrite.
+// errMeter marks a module meter cannot decode: one that wazero refuses as
+// invalid too (the caller compiles it to report wazero's own error).
 var errMeter = errors.New("cannot add deadline checks")
+
+// errReserved marks a valid module that uses a name meter adds.
+var errReserved = errors.New("cannot add stack checks")
 
 // meter returns wasm rewritten as described above, for a memory limit of
 // limitPages pages. It never modifies wasm. Errors wrap errMeter and say
@@ -279,7 +283,7 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			n := r.u32()
 			m.budget += n
 			if m.budget > maxGlobals {
-				r.fail("%d globals, more than %d", m.budget, maxGlobals)
+				return nil, fmt.Errorf("%w: %d globals, more than %d", ErrTooLarge, m.budget, maxGlobals)
 			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.byte() // type
@@ -292,7 +296,7 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				if name := r.name(); name == exportDepth || name == exportDeepest {
-					r.fail("export %q: a name paddock reserves", name)
+					return nil, fmt.Errorf("%w: exports %q, a name paddock reserves", errReserved, name)
 				}
 				r.byte()
 				r.u32()
@@ -478,7 +482,7 @@ func capTables(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: table section: %v", errMeter, r.err)
 	}
 	if sumMin > maxTableElements {
-		return nil, fmt.Errorf("%w: tables start with %d elements in all, more than %d", errMeter, sumMin, maxTableElements)
+		return nil, fmt.Errorf("%w: tables start with %d elements in all, more than %d", ErrTooLarge, sumMin, maxTableElements)
 	}
 	share := uint64(0)
 	if n > 0 {

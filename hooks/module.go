@@ -38,6 +38,11 @@ const (
 	ABINone = "none"
 )
 
+// fallbackCompileTimeout bounds the compile that reports wazero's own
+// error for a module meter could not decode (wazero checks it between
+// functions).
+const fallbackCompileTimeout = 2 * time.Second
+
 // maxSleep caps one WASI sleep (poll_oneoff with a clock): a sleeping hook
 // wakes at least this often, so its timeout can interrupt it.
 const maxSleep = time.Millisecond
@@ -168,14 +173,22 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 		return nil, loadErr("wasi: %v", err)
 	}
 	metered, merr := meter(wasm, uint32(cfg.MemoryBytes/pageBytes))
-	if errors.Is(merr, ErrTooLarge) { // refused uncompiled: compiling it is what the limits prevent
+	if merr != nil && !errors.Is(merr, errMeter) {
+		// Too large, or valid but using a reserved name: refused
+		// uncompiled (compiling it is what the limits prevent).
 		return nil, fmt.Errorf("%w: hook %q (%s): %w", ErrLoad, cfg.Name, cfg.Path, merr)
 	}
 	if merr != nil {
-		// An invalid module gets wazero's own message; a valid one that
-		// meter cannot rewrite is refused all the same: its deadline
-		// could not be enforced.
-		if _, err := rt.CompileModule(ctx, wasm); err != nil {
+		// A module meter cannot decode is invalid, and wazero refuses it
+		// while validating, before compiling any function: report
+		// wazero's own message. Should one pass (a gap in meter's
+		// decoder), its compile is cut short and the module refused all
+		// the same: its limits could not be enforced.
+		vctx, cancel := context.WithTimeout(ctx, fallbackCompileTimeout)
+		_, err := rt.CompileModule(vctx, wasm)
+		timedOut := vctx.Err() != nil
+		cancel()
+		if err != nil && !timedOut {
 			return nil, loadErr("compile: %v", err)
 		}
 		return nil, loadErr("%v", merr)
