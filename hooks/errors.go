@@ -26,9 +26,10 @@ var (
 	// ErrTooLarge means a module is past one of the compile limits
 	// ([MaxFunctions], [MaxFunctionInstructions], [MaxFunctionLocals],
 	// [MaxNesting], [MaxFunctionBlocks], [MaxFunctionValues],
-	// [MaxModuleCost]). It is refused at load,
-	// before anything is compiled; the error also wraps ErrLoad and names
-	// the hook, the function and the limit.
+	// [MaxModuleCost]), or its tables start with more than 2^20 elements
+	// or it has more than 65,536 globals (kept outside the memory limit).
+	// It is refused at load, before anything is compiled; the error also
+	// wraps ErrLoad and names the hook, the function and the limit.
 	ErrTooLarge = errors.New("hooks: module too large to compile")
 	// ErrSettings means a hook refused its settings when [NewChain] asked
 	// it (a reactor's paddock_validate_settings, or a command module's
