@@ -228,9 +228,6 @@ func appendProtect(out []string, pm []protectMount, cp ConfineParams) []string {
 		case protectNewDir:
 			out = append(out, "--tmpfs", m.path, "--remount-ro", m.path)
 			continue
-		case protectNewFile:
-			out = append(out, "--ro-bind", "/dev/null", m.path)
-			continue
 		}
 		bind := "--ro-bind"
 		if m.kind == protectKeep {

@@ -139,7 +139,7 @@ func (p Policy) Protected() []string {
 func (p Policy) ProtectPlaceholders() []string {
 	var out []string
 	for _, m := range slices.Backward(p.protect) {
-		if m.kind == protectNewDir || m.kind == protectNewFile {
+		if m.kind == protectNewDir {
 			out = append(out, m.path)
 		}
 	}

@@ -31,17 +31,14 @@ const (
 	protectFile
 	// protectNewDir is a protected directory that does not exist: an
 	// empty read-only tmpfs is mounted there (bwrap makes the mount
-	// point, an empty directory left behind on the host).
+	// point, an empty directory on the host, which RemovePlaceholders
+	// removes after the command).
 	protectNewDir
-	// protectNewFile is a protected file that does not exist: /dev/null is
-	// bound there read-only (bwrap makes the mount point, an empty file
-	// left behind on the host; opening it in the sandbox fails, as
-	// bwrap's binds are nodev).
-	protectNewFile
-	// protectAbsent is a missing protected path directly in a writable
-	// root (.bashrc, .gitmodules in a project without them): nothing is
-	// mounted, and once the command has ended whatever it created there
-	// is moved aside and the attempt denied ([MoveCreated]).
+	// protectAbsent is a missing protected file (.bashrc, .gitmodules,
+	// .git/commondir in a project without them), or a missing directory
+	// directly in a writable root: nothing is mounted, and once the
+	// command has ended whatever it created there is moved aside and the
+	// attempt denied ([MoveCreated]).
 	protectAbsent
 )
 
@@ -233,21 +230,20 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 		return nil
 	default:
 		parent := filepath.Dir(t)
-		if parent == root {
-			// A project's top directory gets no placeholder file per
-			// missing entry (nine mounts for the default list in an
-			// empty workspace): what the job creates there is moved
-			// aside after it (see protectAbsent).
+		if pi, err := st.lstat(parent); err != nil || !pi.IsDir() {
+			return nil // nothing of it exists: what the job makes there is its own (git init)
+		}
+		if !dir || parent == root {
+			// A file placeholder would change what programs see (git
+			// fails on an unreadable .git/commondir, `git add -A` on an
+			// unreadable .bashrc), and one per missing entry would
+			// clutter a project's top directory: the path is watched,
+			// and what the job created there is moved aside after it
+			// (protectAbsent).
 			add(t, protectAbsent)
 			return nil
 		}
-		if pi, err := st.lstat(parent); err != nil || !pi.IsDir() {
-			return nil // nothing to protect, nor a place for a mount point
-		}
-		kind = protectNewFile
-		if dir {
-			kind = protectNewDir
-		}
+		kind = protectNewDir
 	}
 	for a := filepath.Dir(t); a != root && Within(a, root); a = filepath.Dir(a) {
 		add(a, protectKeep)

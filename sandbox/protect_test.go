@@ -54,11 +54,11 @@ func TestResolveProtect(t *testing.T) {
 		{root + "/c/.git", protectFile},
 		{root + "/e", protectKeep},
 		{root + "/e/.git", protectKeep},
-		{root + "/e/.git/config", protectNewFile},
+		{root + "/e/.git/config", protectAbsent},
 		{root + "/e/.git/hooks", protectNewDir},
 		{root + "/meta", protectKeep},
 		{real[:len(real)-len("/hooks")], protectKeep},
-		{real[:len(real)-len("/hooks")] + "/config", protectNewFile},
+		{real[:len(real)-len("/hooks")] + "/config", protectAbsent},
 		{real, protectDir},
 	}
 	require.Equal(t, want, got)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -240,11 +241,19 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 	t.Parallel()
 	bothGrades(t, func(t *testing.T, b *Bundle) {
 		ws := t.TempDir()
-		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+		git := exec.Command("git", "init", "-q", ws)
+		out, err := git.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.NoError(t, os.RemoveAll(filepath.Join(ws, ".git", "hooks")))
+		before, err := os.ReadDir(filepath.Join(ws, ".git"))
+		require.NoError(t, err)
 		b.SetPolicy("protect = [\"@default\"]\n")
-		quiet := b.WriteJob("quiet.toml", fmt.Sprintf("name = \"quiet\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo hi > out.txt\"\n", ws))
-		out, errOut, code := b.Run("run", quiet)
-		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		// git works under the default list: nothing it looks for is an
+		// unreadable placeholder.
+		quiet := b.WriteJob("quiet.toml", fmt.Sprintf("name = \"quiet\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo hi > out.txt && git add -A && git -c user.name=a -c user.email=a@b commit -qm one && echo committed\"\n", ws))
+		out2, errOut, code := b.Run("run", quiet)
+		require.Equal(t, 0, code, "%s\n%s", out2, errOut)
+		require.Contains(t, out2, "committed")
 		entries, err := os.ReadDir(ws)
 		require.NoError(t, err)
 		var names []string
@@ -252,15 +261,19 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		require.ElementsMatch(t, []string{".git", "out.txt"}, names, "no placeholder left in the workspace")
-		gitEntries, err := os.ReadDir(filepath.Join(ws, ".git"))
+		after, err := os.ReadDir(filepath.Join(ws, ".git"))
 		require.NoError(t, err)
-		require.Empty(t, gitEntries, "no placeholder left in .git")
+		for _, e := range after {
+			require.NotEqual(t, "hooks", e.Name(), "no placeholder left in .git")
+		}
+		require.GreaterOrEqual(t, len(after), len(before)-1)
 
 		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"(echo c > .git/commondir) 2>/dev/null && echo WROTE-commondir; echo evil > .bashrc && echo '[submodule]' > .gitmodules && echo planted\"\n", ws))
-		out, errOut, code = b.Run("run", plant)
-		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
-		require.Contains(t, out, "planted")
-		require.NotContains(t, out, "WROTE-commondir", "a commondir would lead git to a config of the job's")
+		out3, errOut, code := b.Run("run", plant)
+		require.NotEqual(t, 0, code, "%s\n%s", out3, errOut)
+		require.Contains(t, out3, "planted")
+		// A commondir would lead git to a config of the job's: it does not
+		// outlive the job.
 		require.NoFileExists(t, filepath.Join(ws, ".git", "commondir"))
 		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
 		require.NoFileExists(t, filepath.Join(ws, ".gitmodules"))
