@@ -174,8 +174,19 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 			continue
 		}
 		for _, e := range *list {
-			if _, err := filepath.Match(e, ""); err != nil || e == "" || strings.ContainsRune(e, 0) {
-				problems = append(problems, fmt.Sprintf("%s%s: bad path or glob %q", at(key), key, e))
+			switch {
+			case strings.HasPrefix(e, "@") && e != DefaultSetMarker:
+				// A mistyped marker would drop the default list silently.
+				problems = append(problems, fmt.Sprintf("%s%s: unknown entry %q%s (only %q stands for the default list)",
+					at(key), key, e, suggest.DidYouMean(e, []string{DefaultSetMarker}), DefaultSetMarker))
+			case strings.HasPrefix(e, "~") && !strings.HasPrefix(e, "~/") && e != "~":
+				problems = append(problems, fmt.Sprintf("%s%s: %q: only ~/ (the worker's home) is expanded, not ~user", at(key), key, e))
+			case key == "protect" && (filepath.Clean(e) == "/" || filepath.Clean(e) == ".." || strings.HasPrefix(filepath.Clean(e), "../")):
+				problems = append(problems, fmt.Sprintf("%s%s: %q would protect a writable root itself or what lies above it: every job writing there would be refused", at(key), key, e))
+			default:
+				if _, err := filepath.Match(e, ""); err != nil || e == "" || strings.ContainsRune(e, 0) {
+					problems = append(problems, fmt.Sprintf("%s%s: bad path or glob %q", at(key), key, e))
+				}
 			}
 		}
 	}

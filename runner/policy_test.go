@@ -24,6 +24,11 @@ func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
 		"hook unknown":    {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\nsha256 = \"00\"\nmay_widn = true\n", `p.toml:5: unknown key "hook.may_widn"`},
 		"bad hide glob":   {"hide = [\"[\"]\n", "p.toml:1: hide: bad path or glob"},
 		"empty protect":   {"protect = [\"\"]\n", "p.toml:1: protect: bad path or glob"},
+		"mistyped marker": {"protect = [\"@defualt\"]\n", `p.toml:1: protect: unknown entry "@defualt" (did you mean "@default"?)`},
+		"hide marker":     {"hide = [\"@defaults\"]\n", `p.toml:1: hide: unknown entry "@defaults"`},
+		"protect /":       {"protect = [\"/\"]\n", `p.toml:1: protect: "/" would protect a writable root`},
+		"protect ..":      {"protect = [\"../x\"]\n", `p.toml:1: protect: "../x" would protect`},
+		"~user":           {"hide = [\"~root/.ssh\"]\n", `only ~/ (the worker's home) is expanded`},
 		"root not exists": {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
 	} {
 		_, err := ParsePolicy("/etc/p.toml", []byte(tc.text))
