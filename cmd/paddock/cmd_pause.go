@@ -50,6 +50,10 @@ type pauseView struct {
 }
 
 func runPause(ctx context.Context, cmd *cobra.Command, opts PauseOptions, gopts *GlobalOptions, pause bool) error {
+	// --group "" (an unset $GROUP) must not stop the whole queue.
+	if cmd.Flags().Changed("group") && opts.Group == "" {
+		return usagef("--group: empty group name (leave --group out to pause or resume the whole queue)")
+	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err

@@ -142,7 +142,11 @@ command = "true"
 func TestE2EPauseResumeAndDelay(t *testing.T) {
 	t.Parallel()
 	b := setupE2E(t, "")
-	_, errOut, code := b.Run("pause")
+	// An empty --group (an unset $GROUP) is refused, not the whole queue.
+	_, errOut, code := b.Run("pause", "--group", "")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--group: empty group name")
+	_, errOut, code = b.Run("pause")
 	require.Equal(t, 0, code, errOut)
 	b.Submit(b.WriteJob("jobs.toml", `
 [[job]]
