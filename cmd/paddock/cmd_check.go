@@ -58,6 +58,13 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	if err != nil {
 		return err
 	}
+	// What submit, run and the inbox refuse (ranges, keys that apply to
+	// schedules only), check refuses too, with the same words.
+	for _, f := range files {
+		if err := jobspec.Validate(f.name, f.specs); err != nil {
+			return usagef("%w", err)
+		}
+	}
 	cfg, stateDir, err := loadConfig(cmd, gopts)
 	if err != nil {
 		return err

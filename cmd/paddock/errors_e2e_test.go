@@ -344,12 +344,16 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 	b := e2etest.Setup(t, "")
 	b.WriteJob("hooks.toml", "name = \"h\"\ncommand = \"true\"\nhooks = [\"nonexistent-hook\"]\n")
 	b.WriteJob("nocmd.toml", "name = \"x\"\n")
+	b.WriteJob("delay.toml", "name = \"d\"\ncommand = \"true\"\ndelay = \"100000h\"\n")
+	b.WriteJob("jitter.toml", "name = \"j\"\ncommand = \"true\"\njitter = \"5m\"\n")
 	for _, c := range []struct {
 		file string
 		want string // the problem, after "paddock: " and before the newline
 	}{
 		{"hooks.toml", `hooks.toml:3: job "h": hooks: unknown hook "nonexistent-hook"`},
 		{"nocmd.toml", `jobspec: invalid job: nocmd.toml:1: job "x": command: missing`},
+		{"delay.toml", `jobspec: invalid job: delay.toml:`},
+		{"jitter.toml", `jobspec: invalid job: jitter.toml:`},
 	} {
 		_, errOut, code := b.RunIn(b.Dir, "", "check", c.file)
 		require.Equal(t, 2, code, "check %s: %s", c.file, errOut)
