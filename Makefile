@@ -12,7 +12,7 @@ HOOKS_DIR := $(BIN)/hooks
 COMMAND_HOOKS := denylist minimal
 REACTOR_HOOKS := tighten minimal-reactor
 
-.PHONY: all build hooks bwrap wabt test test-unprivileged vet demo clean bench soak
+.PHONY: all build hooks bwrap wabt postgresql test test-unprivileged vet demo clean bench soak
 
 all: build hooks
 
@@ -37,18 +37,19 @@ $(addprefix $(HOOKS_DIR)/,$(addsuffix .wasm,$(REACTOR_HOOKS))): $(HOOKS_DIR)/%.w
 
 FORCE:
 
-# $(call apt_install,CMD,PACKAGE) installs PACKAGE through the system package
-# manager when CMD is missing: directly as root, through sudo otherwise. It
+# $(call apt_install,CMD,PACKAGE[,TEST]) installs PACKAGE through the system
+# package manager when CMD is missing (or, given TEST, when that shell
+# command fails): directly as root, through sudo otherwise. It
 # never fails the build by itself; tests decide (under
 # PADDOCK_REQUIRE_BWRAP=1 a missing tool fails the tests that need it).
 define apt_install
-	@if command -v $(1) >/dev/null 2>&1; then exit 0; fi; \
+	@if $(or $(3),command -v $(1)) >/dev/null 2>&1; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null 2>&1; then echo "make: $(1) missing and no apt-get; install $(2) by hand" >&2; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; else echo "make: $(1) missing; run as root or with sudo to install $(2)" >&2; exit 0; fi; \
 	echo "make: installing $(2)"; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$SUDO apt-get install -y -qq $(2) >/dev/null 2>&1 || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(2); }; \
-	if command -v $(1) >/dev/null 2>&1; then $(1) --version; else echo "make: $(2) did not install; install it by hand (apt-get install $(2))" >&2; fi
+	if $(or $(3),command -v $(1)) >/dev/null 2>&1; then echo "make: $(2) installed"; else echo "make: $(2) did not install; install it by hand (apt-get install $(2))" >&2; fi
 endef
 
 # bwrap: bubblewrap, the sandbox.
@@ -60,6 +61,12 @@ bwrap:
 wabt:
 	$(call apt_install,wat2wasm,wabt)
 
+# postgresql: the server the PostgreSQL store's tests start throw-away
+# clusters of (internal/pgtest). Debian keeps initdb off PATH, in
+# /usr/lib/postgresql/VERSION/bin.
+postgresql:
+	$(call apt_install,initdb,postgresql,ls /usr/lib/postgresql/*/bin/initdb)
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -67,7 +74,7 @@ vet:
 # test runs the suite with a TMPDIR of its own (mode 1777, as /tmp: some
 # tests run as nobody) and fails when a test left anything in it: every
 # test cleans up after itself.
-test: bwrap wabt hooks vet
+test: bwrap wabt postgresql hooks vet
 	@tmp=$$(mktemp -d /tmp/paddock-test.XXXXXX) && chmod 1777 $$tmp && \
 	TMPDIR=$$tmp $(GO) test -count=1 -timeout 9m ./...; status=$$?; \
 	left=$$(ls -A $$tmp); rm -rf $$tmp; \

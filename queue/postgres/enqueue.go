@@ -1,0 +1,265 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paddock/jobspec"
+	"paddock/queue"
+)
+
+// JobEnqueue implements Store: JobEnqueueAll of one batch.
+func (s *Store) JobEnqueue(ctx context.Context, p *queue.JobEnqueueParams) ([]queue.Job, error) {
+	jobs, err := s.JobEnqueueAll(ctx, []*queue.JobEnqueueParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// JobEnqueueAll implements Store, as the SQLite store does. Dependencies
+// are read FOR SHARE, so that a dependency finishing on another host at
+// the same moment waits for this batch (and then releases or fails it)
+// rather than missing it.
+func (s *Store) JobEnqueueAll(ctx context.Context, ps []*queue.JobEnqueueParams) ([][]queue.Job, error) {
+	batches, err := queue.PlanEnqueue(ps)
+	if err != nil {
+		return nil, err
+	}
+	specJSON := make([][]string, len(batches))
+	for i, b := range batches {
+		if specJSON[i], err = encodeSpecs(b.Jobs.Specs); err != nil {
+			return nil, err
+		}
+	}
+	var out [][]queue.Job
+	err = s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		out = make([][]queue.Job, len(batches))
+		for i, b := range batches {
+			jobs, err := s.enqueueTx(ctx, tx, b, specJSON[i], now)
+			if err != nil {
+				return err
+			}
+			out[i] = jobs
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, specJSON []string, now time.Time) ([]queue.Job, error) {
+	p := b.Jobs
+	jobs := make([]queue.Job, len(p.Specs))
+	if len(b.Schedules.Specs) > 0 {
+		if _, err := s.scheduleUpsertTx(ctx, tx, b.Schedules, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.Specs) == 0 {
+		return jobs, nil
+	}
+	deps, err := b.PlanDeps(queue.EnqueueLookup{
+		Held: func(names []string) (map[string]queue.StoredJob, error) { return heldNames(ctx, tx, names) },
+		Resolve: func(ref string) (queue.StoredJob, bool, error) {
+			r, err := resolve(ctx, tx, ref, " FOR SHARE")
+			if errors.Is(err, queue.ErrNotFound) {
+				return queue.StoredJob{}, false, nil
+			}
+			return queue.StoredJob{Row: r.rid, ID: r.ID, Name: r.Name, State: r.State}, err == nil, err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var srcID int64
+	if err := tx.QueryRow(ctx, `INSERT INTO sources (path, text, jobs) VALUES ($1, $2, $3) RETURNING id`, p.SourcePath, p.Source, len(p.Specs)).Scan(&srcID); err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	n := len(p.Specs)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = queue.NewID(now)
+	}
+	var (
+		names    = make([]string, n)
+		prios    = make([]int32, n)
+		pendings = make([]int32, n)
+		maxes    = make([]int32, n)
+		depIDs   = make([]string, n) // each a text[] literal's elements, joined by spaces
+	)
+	for i, sp := range p.Specs {
+		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
+		names[i], prios[i], pendings[i], maxes[i] = sp.Name, int32(sp.Priority), int32(pending), int32(sp.Retries+1)
+		depIDs[i] = joinIDs(dep)
+		jobs[i] = queue.Job{ID: ids[i], Name: sp.Name, State: queue.StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
+			MaxAttempts: sp.Retries + 1, CreatedAt: now, UpdatedAt: now, DepsPending: pending, DependsOn: dep}
+	}
+	// One statement for the whole batch, rows in batch order (the
+	// identity, and so the claim order among equals, follows it).
+	rows, err := tx.Query(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, state)
+		SELECT u.id, u.name, u.priority, $6, $6, u.pending, u.max_attempts, u.spec::jsonb, $7, $8, string_to_array(u.deps, ' '), 'queued'
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $9::text[], $10::text[]) WITH ORDINALITY
+			AS u(id, name, priority, pending, max_attempts, spec, deps, ord)
+		ORDER BY u.ord
+		RETURNING id, rid`,
+		ids, names, prios, pendings, maxes, now, srcID, p.SourcePath, specJSON, depIDs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	ridOf := make(map[string]int64, n)
+	for rows.Next() {
+		var id string
+		var rid int64
+		if err := rows.Scan(&id, &rid); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		ridOf[id] = rid
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	var depRid, jobRid []int64
+	var badDeps []queue.StoredJob
+	for i := range p.Specs {
+		for _, j := range deps[i].InBatch {
+			depRid, jobRid = append(depRid, ridOf[ids[j]]), append(jobRid, ridOf[ids[i]])
+		}
+		for _, e := range deps[i].Stored {
+			depRid, jobRid = append(depRid, e.Row), append(jobRid, ridOf[ids[i]])
+			if queue.FailsDependents(e.State) {
+				badDeps = append(badDeps, e)
+			}
+		}
+	}
+	if len(depRid) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO deps (dep_rid, job_rid) SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING`, depRid, jobRid); err != nil {
+			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		}
+	}
+	for _, e := range badDeps {
+		if err := failDependents(ctx, tx, e.Row, queue.JobLabel(e.ID, e.Name), e.State, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(badDeps) > 0 { // refresh the states we report
+		for i := range jobs {
+			var state, reason string
+			var fin *time.Time
+			if err := tx.QueryRow(ctx, `SELECT state, reason, finished_at FROM jobs WHERE rid = $1`, ridOf[ids[i]]).Scan(&state, &reason, &fin); err != nil {
+				return nil, fmt.Errorf("postgres: enqueue: %w", err)
+			}
+			jobs[i].State, jobs[i].Reason = queue.JobState(state), reason
+			if fin != nil {
+				jobs[i].FinishedAt = fin.UTC()
+			}
+		}
+	}
+	return jobs, nil
+}
+
+// joinIDs joins job ids (which never hold a space) for string_to_array.
+func joinIDs(ids []string) string {
+	out := ""
+	for i, id := range ids {
+		if i > 0 {
+			out += " "
+		}
+		out += id
+	}
+	return out
+}
+
+// encodeSpecs returns the JSON of each spec, in order.
+func encodeSpecs(specs []jobspec.Spec) ([]string, error) {
+	out := make([]string, len(specs))
+	for i := range specs {
+		b, err := json.Marshal(&specs[i])
+		if err != nil {
+			return nil, fmt.Errorf("postgres: encode spec %d: %w", i+1, err)
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// heldNames returns, for each name held by a queued or running job, that
+// job.
+func heldNames(ctx context.Context, tx pgx.Tx, names []string) (map[string]queue.StoredJob, error) {
+	rows, err := tx.Query(ctx, `SELECT name, id, state FROM jobs WHERE name = ANY($1) AND name <> '' AND state IN ('queued', 'running')`, names)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	defer rows.Close()
+	held := map[string]queue.StoredJob{}
+	for rows.Next() {
+		var j queue.StoredJob
+		var st string
+		if err := rows.Scan(&j.Name, &j.ID, &st); err != nil {
+			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		j.State = queue.JobState(st)
+		held[j.Name] = j
+	}
+	return held, rows.Err()
+}
+
+// failDependents fails, transitively, every queued job waiting on rid.
+func failDependents(ctx context.Context, tx pgx.Tx, rid int64, label string, state queue.JobState, now time.Time) error {
+	type item struct {
+		rid   int64
+		label string
+		how   string
+	}
+	root := label + " " + string(state)
+	work := []item{{rid, label, string(state)}}
+	for len(work) > 0 {
+		it := work[len(work)-1]
+		work = work[:len(work)-1]
+		because := ""
+		if it.rid != rid {
+			because = root
+		}
+		reason := queue.DependencyFailedReason(it.label, it.how, because)
+		rows, err := tx.Query(ctx, `UPDATE jobs SET state = 'failed', reason = $1, finished_at = $2, updated_at = $2
+			WHERE state = 'queued' AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = $3) RETURNING rid, id, name`, reason, now, it.rid)
+		if err != nil {
+			return fmt.Errorf("postgres: fail dependents: %w", err)
+		}
+		for rows.Next() {
+			var n item
+			var id, name string
+			if err := rows.Scan(&n.rid, &id, &name); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: fail dependents: %w", err)
+			}
+			n.label = queue.JobLabel(id, name)
+			n.how = "failed"
+			work = append(work, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: fail dependents: %w", err)
+		}
+	}
+	return nil
+}
+
+// releaseDependents counts a success towards every job waiting on rid.
+func releaseDependents(ctx context.Context, tx pgx.Tx, rid int64, now time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE jobs SET deps_pending = deps_pending - 1, updated_at = $1
+		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = $2)`, now, rid)
+	if err != nil {
+		return fmt.Errorf("postgres: release dependents: %w", err)
+	}
+	return nil
+}

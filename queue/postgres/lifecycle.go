@@ -1,0 +1,418 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paddock/queue"
+)
+
+// claimSQL claims ready jobs in one statement: the ready rows are picked
+// in claim order from jobs_ready and locked FOR UPDATE SKIP LOCKED (a
+// concurrent claimer skips them instead of waiting, and no row is handed
+// out twice), their lease taken and their attempt opened. $1 is the
+// claimer, $2 the clock (NULL: the server's now()), $3 the lease in
+// microseconds, $4 the limit, $5 the policy digest, $6 the ids to
+// restrict the claim to (NULL: any).
+var claimSQL = `WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now),
+c AS (
+	SELECT rid FROM jobs
+	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
+		AND ($6::text[] IS NULL OR id = ANY($6::text[]))
+	ORDER BY priority DESC, created_at, rid
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED
+),
+u AS (
+	UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $1,
+		lease_expires = (SELECT now FROM t) + $3 * interval '1 microsecond', updated_at = (SELECT now FROM t), cancel_requested = false
+	FROM c WHERE j.rid = c.rid
+	RETURNING ` + jobColsOf("j") + `
+),
+a AS (
+	INSERT INTO attempts (job_rid, number, worker_id, started_at, policy_sha256)
+	SELECT rid, attempts, $1, (SELECT now FROM t), $5 FROM u
+)
+SELECT * FROM u`
+
+// JobClaim implements Store: one claimSQL statement. The policy is
+// checked before it, in the same transaction.
+func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.Job, error) {
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var ids any
+	if len(c.JobIDs) > 0 {
+		ids = c.JobIDs
+	}
+	var out []queue.Job
+	err = s.txClock(ctx, func(tx pgx.Tx) error {
+		out = nil
+		if err := checkPolicy(ctx, tx, c.PolicySHA256); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, claimSQL, c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256, ids)
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		var claimed []jobRow
+		for rows.Next() {
+			r, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			claimed = append(claimed, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		// RETURNING has no order: hand the jobs out in claim order.
+		slices.SortFunc(claimed, func(a, b jobRow) int {
+			return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.rid, b.rid))
+		})
+		for _, r := range claimed {
+			out = append(out, r.Job)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LeaseExtend implements Store: one UPDATE of the leases the worker still
+// holds, at the server's clock.
+func (s *Store) LeaseExtend(ctx context.Context, p *queue.LeaseExtendParams) ([]string, error) {
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(c.JobIDs) == 0 {
+		return nil, nil
+	}
+	var stop []string
+	err = s.txClock(ctx, func(tx pgx.Tx) error {
+		stop = nil
+		rows, err := tx.Query(ctx, `UPDATE jobs SET lease_expires = coalesce($1::timestamptz, now()) + $2 * interval '1 microsecond'
+			WHERE id = ANY($3) AND state = 'running' AND lease_owner = $4 RETURNING id, cancel_requested`,
+			s.nowArg(), c.Lease.Microseconds(), c.JobIDs, c.WorkerID)
+		if err != nil {
+			return fmt.Errorf("postgres: lease extend: %w", err)
+		}
+		held := map[string]bool{}
+		for rows.Next() {
+			var id string
+			var cancel bool
+			if err := rows.Scan(&id, &cancel); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: lease extend: %w", err)
+			}
+			held[id] = !cancel
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: lease extend: %w", err)
+		}
+		for _, id := range c.JobIDs {
+			if !held[id] {
+				stop = append(stop, id)
+			}
+		}
+		return nil
+	})
+	return stop, err
+}
+
+// AttemptFinish implements Store. The job's row is locked first: a
+// recovery of its lease, a cancel or another report waits for this one
+// (and then finds the job no longer running under this lease).
+func (s *Store) AttemptFinish(ctx context.Context, p *queue.AttemptFinishParams) (queue.Job, error) {
+	if err := p.Check(); err != nil {
+		return queue.Job{}, err
+	}
+	a := p.Attempt
+	var out queue.Job
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		r, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 FOR UPDATE`, p.JobID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %s", queue.ErrNotFound, p.JobID)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: attempt finish: %w", err)
+		}
+		if r.State != queue.StateRunning || r.LeaseOwner != p.WorkerID {
+			return fmt.Errorf("%w: job %s is %s (lease owner %q), not running for worker %q", queue.ErrLeaseLost, r.ID, r.State, r.LeaseOwner, p.WorkerID)
+		}
+		ended := a.EndedAt
+		if ended.IsZero() {
+			ended = now
+		}
+		if err := closeAttempt(ctx, tx, r.rid, r.AttemptCount, ended, a); err != nil {
+			return err
+		}
+		t := queue.AttemptEnded(r.Job, a.Outcome, a.Reason, s.rand())
+		var notBefore time.Time
+		if t.Delay > 0 {
+			notBefore = now.Add(t.Delay).Truncate(time.Microsecond)
+		}
+		if err := setState(ctx, tx, r, t.State, t.Reason, notBefore, now); err != nil {
+			return err
+		}
+		out, err = reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+func closeAttempt(ctx context.Context, tx pgx.Tx, rid int64, number int, ended time.Time, a queue.Attempt) error {
+	var exit any
+	if a.ExitCode != nil {
+		exit = int32(*a.ExitCode)
+	}
+	argv := ""
+	if a.ConfinedArgv != nil {
+		b, _ := json.Marshal(a.ConfinedArgv)
+		argv = string(b)
+	}
+	_, err := tx.Exec(ctx, `UPDATE attempts SET ended_at = $1, outcome = $2, exit_code = $3, signal = $4, reason = $5, argv = $6, trail = $7, stdout_path = $8, stderr_path = $9
+		WHERE job_rid = $10 AND number = $11`,
+		tz(ended), a.Outcome, exit, a.Signal, a.Reason, argv, string(a.Trail), a.StdoutPath, a.StderrPath, rid, number)
+	if err != nil {
+		return fmt.Errorf("postgres: record attempt: %w", err)
+	}
+	return nil
+}
+
+func setState(ctx context.Context, tx pgx.Tx, r jobRow, next queue.JobState, reason string, notBefore, now time.Time) error {
+	var fin time.Time
+	if next.Finished() {
+		fin = now
+	}
+	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $1, reason = $2, not_before = $3, finished_at = $4, updated_at = $5,
+		lease_owner = '', lease_expires = NULL, cancel_requested = false WHERE rid = $6`,
+		string(next), reason, tz(notBefore), tz(fin), now, r.rid)
+	if err != nil {
+		return fmt.Errorf("postgres: set state: %w", err)
+	}
+	switch next {
+	case queue.StateSucceeded:
+		return releaseDependents(ctx, tx, r.rid, now)
+	case queue.StateFailed, queue.StateDenied, queue.StateCanceled:
+		return failDependents(ctx, tx, r.rid, queue.JobLabel(r.ID, r.Name), next, now)
+	}
+	return nil
+}
+
+// JobCancel implements Store.
+func (s *Store) JobCancel(ctx context.Context, ref string) (queue.Job, error) {
+	var out queue.Job
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		r, err := resolve(ctx, tx, ref, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		effect, err := queue.CancelOf(r.Job)
+		if err != nil {
+			out = r.Job
+			return err
+		}
+		switch effect {
+		case queue.CancelNow:
+			if err := setState(ctx, tx, r, queue.StateCanceled, queue.ReasonCanceledBeforeStart, time.Time{}, now); err != nil {
+				return err
+			}
+		case queue.CancelFlag:
+			if _, err := tx.Exec(ctx, `UPDATE jobs SET cancel_requested = true, reason = $1, updated_at = $2 WHERE rid = $3`, queue.ReasonCancelRequested, now, r.rid); err != nil {
+				return fmt.Errorf("postgres: cancel: %w", err)
+			}
+		}
+		out, err = reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+// JobRetry implements Store. The job and its dependencies are locked, so
+// that a dependency finishing meanwhile releases or fails it after this
+// commits.
+func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
+	var out queue.Job
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		r, err := resolve(ctx, tx, ref, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if err := queue.RetryCheck(r.Job); err != nil {
+			return err
+		}
+		if r.Name != "" {
+			var id, state string
+			err := tx.QueryRow(ctx, `SELECT id, state FROM jobs WHERE name = $1 AND state IN ('queued', 'running') LIMIT 1`, r.Name).Scan(&id, &state)
+			if err == nil {
+				return queue.NameHeldError(r.Name, queue.JobState(state), id)
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("postgres: retry: %w", err)
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = $1 ORDER BY j.rid FOR SHARE OF j`, r.rid)
+		if err != nil {
+			return fmt.Errorf("postgres: retry: %w", err)
+		}
+		pending := 0
+		var blocked error
+		for rows.Next() {
+			var id, name, state string
+			if err := rows.Scan(&id, &name, &state); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: retry: %w", err)
+			}
+			if queue.JobState(state) == queue.StateSucceeded {
+				continue
+			}
+			if blocked == nil {
+				blocked = queue.RetryBlocked(r.Job, id, name, queue.JobState(state))
+			}
+			pending++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: retry: %w", err)
+		}
+		if blocked != nil {
+			return blocked
+		}
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'queued', reason = $1, deps_pending = $2, max_attempts = attempts + $3, not_before = NULL, finished_at = NULL, updated_at = $4, cancel_requested = false WHERE rid = $5`,
+			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid)
+		if err != nil {
+			return fmt.Errorf("postgres: retry: %w", err)
+		}
+		out, err = reload(ctx, tx, r.rid)
+		return err
+	})
+	return out, err
+}
+
+// recoverSQL takes back expired leases in one guarded statement: only
+// jobs still running whose lease has expired at the store's clock, locked
+// FOR UPDATE SKIP LOCKED (a job being finished right now is skipped; the
+// next round sees it finished). The lease is cleared in the same
+// statement, so a late heartbeat or report of the old owner finds it
+// gone. It returns the jobs as they were, with the old owner and expiry.
+var recoverSQL = `WITH x AS (
+	SELECT rid, lease_owner, lease_expires FROM jobs
+	WHERE state = 'running' AND lease_expires < $1
+	ORDER BY lease_expires LIMIT 1000
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j SET lease_owner = '', lease_expires = NULL
+FROM x WHERE j.rid = x.rid AND j.state = 'running' AND j.lease_expires < $1
+RETURNING ` + jobColsOf("j") + `, x.lease_owner, x.lease_expires`
+
+// LeaseRecoverExpired implements Store: recoverSQL, then each job's next
+// state by queue.AttemptInterrupted, in the same transaction.
+func (s *Store) LeaseRecoverExpired(ctx context.Context) ([]queue.Job, error) {
+	var out []queue.Job
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		out = nil
+		rows, err := tx.Query(ctx, recoverSQL, now)
+		if err != nil {
+			return fmt.Errorf("postgres: recover: %w", err)
+		}
+		var expired []jobRow
+		for rows.Next() {
+			var owner string
+			var exp time.Time
+			r, err := scanJob(scanFunc(func(dest ...any) error { return rows.Scan(append(dest, &owner, &exp)...) }))
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: recover: %w", err)
+			}
+			r.LeaseOwner, r.LeaseExpiresAt = owner, exp.UTC()
+			expired = append(expired, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: recover: %w", err)
+		}
+		slices.SortFunc(expired, func(a, b jobRow) int { return cmp.Compare(a.rid, b.rid) })
+		for _, r := range expired {
+			why := queue.LeaseExpiredReason(r.LeaseOwner, r.LeaseExpiresAt)
+			j, err := s.interrupt(ctx, tx, r, why, now, true)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// interrupt closes r's running attempt as interrupted and moves the job
+// on as queue.AttemptInterrupted decides; it returns the job as it is
+// now.
+func (s *Store) interrupt(ctx context.Context, tx pgx.Tx, r jobRow, why string, now time.Time, counted bool) (queue.Job, error) {
+	if err := closeAttempt(ctx, tx, r.rid, r.AttemptCount, now, queue.Attempt{Outcome: queue.OutcomeInterrupted, Reason: why}); err != nil {
+		return queue.Job{}, err
+	}
+	t := queue.AttemptInterrupted(r.Job, why, counted)
+	if t.RaiseMaxAttempts {
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET max_attempts = max_attempts + 1 WHERE rid = $1`, r.rid); err != nil {
+			return queue.Job{}, fmt.Errorf("postgres: interrupt: %w", err)
+		}
+	}
+	if err := setState(ctx, tx, r, t.State, t.Reason, time.Time{}, now); err != nil {
+		return queue.Job{}, err
+	}
+	return reload(ctx, tx, r.rid)
+}
+
+// LeaseRelease implements Store.
+func (s *Store) LeaseRelease(ctx context.Context, p *queue.LeaseReleaseParams) ([]queue.Job, error) {
+	c, err := p.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var out []queue.Job
+	err = s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		out = nil
+		rows, err := tx.Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ANY($1) AND state = 'running' AND lease_owner = $2 ORDER BY rid FOR UPDATE`, c.JobIDs, c.WorkerID)
+		if err != nil {
+			return fmt.Errorf("postgres: lease release: %w", err)
+		}
+		var mine []jobRow
+		for rows.Next() {
+			r, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: lease release: %w", err)
+			}
+			mine = append(mine, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: lease release: %w", err)
+		}
+		for _, r := range mine {
+			j, err := s.interrupt(ctx, tx, r, c.Reason, now, false)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"paddock/queue"
+)
+
+// Options configure Open. The zero value is ready to use.
+type Options struct {
+	// Clock, when set, replaces the database's clock: tests inject a fake
+	// clock so that backoff and lease expiry need no sleeping. Leave it
+	// nil in production: every host then judges leases, backoff and
+	// schedules by the server's now(), never by its own (skewed) clock.
+	Clock func() time.Time
+	// Rand returns a jitter sample in [0,1) for Backoff. Defaults to
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// MaxConns caps the connections of the store's pool. Defaults to 4.
+	MaxConns int32
+}
+
+// Store is the PostgreSQL [queue.Store]: shared by workers on any number
+// of hosts reaching one database. See the package documentation for its
+// guarantees.
+type Store struct {
+	pool   *pgxpool.Pool
+	clock  func() time.Time // nil: the database's now()
+	rand   func() float64
+	closed atomic.Bool
+}
+
+var _ queue.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a
+// key=value connection string, as libpq takes; see
+// https://www.postgresql.org/docs/current/libpq-connect.html), checks its
+// schema version and creates or migrates the schema when it is older.
+// It fails with [ErrSchemaNewer] when the database was migrated by a
+// newer paddock. The caller must Close the store.
+func Open(ctx context.Context, url string, o Options) (*Store, error) {
+	s, err := connect(ctx, url, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect opens the pool without touching the schema.
+func connect(ctx context.Context, url string, o Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %s: %w", Redact(url), err)
+	}
+	cfg.MaxConns = 4
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "paddock"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %s: %w", Redact(url), err)
+	}
+	s := &Store{pool: pool, clock: o.Clock, rand: o.Rand}
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	return s, nil
+}
+
+// Redact returns url with its password replaced by "xxxxx", for
+// messages.
+func Redact(url string) string {
+	if cfg, err := pgconn.ParseConfig(url); err == nil && cfg.Password != "" {
+		return strings.ReplaceAll(url, cfg.Password, "xxxxx")
+	}
+	return url
+}
+
+// Close closes the pool. Safe to call more than once.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	return nil
+}
+
+// txOptions pins every write transaction to READ COMMITTED, whatever the
+// database's default_transaction_isolation: under SERIALIZABLE, claims
+// that skip each other's locked rows would abort each other (40001).
+var txOptions = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// readOptions: a consistent snapshot for reads of several statements (a
+// job and its attempts); read-only REPEATABLE READ never aborts.
+var readOptions = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+
+// maxTries bounds the retries of a transaction that hit a serialization
+// failure, a deadlock or a unique violation from a concurrent twin.
+const maxTries = 8
+
+// retryable reports whether err is worth running the transaction again:
+// 40001 serialization_failure, 40P01 deadlock_detected (PostgreSQL
+// Appendix A, "Error Codes"), and 23505 unique_violation (a concurrent
+// enqueue took the name or key first; the retry sees it and says so).
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01", "23505":
+			return true
+		}
+	}
+	return false
+}
+
+// tx runs fn in a READ COMMITTED transaction, with now the transaction's
+// time (the database's now(), or Options.Clock's), and runs it again on a
+// retryable error. fn must be safe to run again: it must reset whatever
+// it returns.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx, now time.Time) error) error {
+	return s.txOpts(ctx, txOptions, true, fn)
+}
+
+// txClock is tx for the hot paths (claim, heartbeat) whose statements
+// read the clock themselves (coalesce of [Store.nowArg] and now()): it
+// saves the round trip that reads it.
+func (s *Store) txClock(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.txOpts(ctx, txOptions, false, func(tx pgx.Tx, _ time.Time) error { return fn(tx) })
+}
+
+// read runs fn in a read-only snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.txOpts(ctx, readOptions, false, func(tx pgx.Tx, _ time.Time) error { return fn(tx) })
+}
+
+func (s *Store) txOpts(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn func(tx pgx.Tx, now time.Time) error) error {
+	if s.closed.Load() {
+		return queue.ErrClosed
+	}
+	for try := 1; ; try++ {
+		err := s.txOnce(ctx, opts, wantNow, fn)
+		if err == nil || !retryable(err) || try >= maxTries || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
+	}
+}
+
+func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn func(tx pgx.Tx, now time.Time) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var now time.Time
+	if wantNow {
+		if now, err = s.now(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := fn(tx, now); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
+}
+
+// now is the transaction's time: Options.Clock's, else the server's
+// now() (the start of the transaction, the same for all its statements),
+// in UTC, to the microsecond (the resolution of timestamptz).
+func (s *Store) now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock().UTC().Truncate(time.Microsecond), nil
+	}
+	var t time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return t, fmt.Errorf("postgres: now: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// nowArg is the clock argument of the statements that run alone (a claim,
+// a heartbeat): nil makes them use the server's now().
+func (s *Store) nowArg() any {
+	if s.clock == nil {
+		return nil
+	}
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
