@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"net/url"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -54,6 +55,12 @@ type Config struct {
 	// $PADDOCK_STATE_DIR is given. Relative paths resolve against the
 	// config file's directory. Defaults to "" (the CLI default).
 	StateDir string `toml:"state_dir"`
+	// Store is the queue's database when it is not the state directory's
+	// SQLite file: a PostgreSQL URL ("postgres://..." or
+	// "postgresql://...", see [CheckStoreURL]) shared by workers on
+	// several hosts. --store and $PADDOCK_STORE override it. Defaults to
+	// "": the SQLite file in the state directory.
+	Store string `toml:"store"`
 	// Concurrency is how many jobs a worker runs at once. Defaults to the
 	// number of CPUs.
 	Concurrency int `toml:"concurrency"`
@@ -224,7 +231,7 @@ func ParseByteSize(s string) (int64, error) {
 // configKeys and hookKeys are the keys of the config and of a [[hook]]
 // table, for did-you-mean hints.
 var (
-	configKeys = []string{"state_dir", "concurrency", "default_mode", "default_timeout", "log_max_bytes", "retention", "lease", "kill_grace", "shutdown_grace", "env_passthrough", "hook"}
+	configKeys = []string{"state_dir", "store", "concurrency", "default_mode", "default_timeout", "log_max_bytes", "retention", "lease", "kill_grace", "shutdown_grace", "env_passthrough", "hook"}
 	hookKeys   = []string{"name", "path", "sha256", "settings", "timeout", "memory", "mode", "on_error", "may_widen", "optional"}
 )
 
@@ -385,6 +392,9 @@ func (c Config) validate() []problem {
 	}
 	if c.LogMaxBytes < 4096 {
 		top("log_max_bytes: must be at least 4096, got %d", c.LogMaxBytes)
+	}
+	if err := CheckStoreURL(c.Store); err != nil {
+		top("store: %v", err)
 	}
 	if c.Lease.Duration < time.Second {
 		top("lease: must be at least 1s, got %s", c.Lease.Duration)
@@ -562,4 +572,23 @@ func undecodedLine(kl tomlfile.Lines, k toml.Key, n int) int {
 		}
 	}
 	return kl.Lookup(k.String())
+}
+
+// CheckStoreURL refuses a store location paddock cannot open: anything
+// but "" (the state directory's SQLite file) or a PostgreSQL URL, whose
+// scheme is postgres or postgresql (libpq's URI form,
+// https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING-URIS).
+// The message never repeats the URL (it may hold a password).
+func CheckStoreURL(store string) error {
+	if store == "" {
+		return nil
+	}
+	u, err := url.Parse(store)
+	if err != nil {
+		return errors.New("not a URL: expected postgres://USER@HOST/DATABASE (or postgresql://)")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("unsupported scheme %q: expected postgres://USER@HOST/DATABASE (or postgresql://); leave it unset for the state directory's SQLite file", u.Scheme)
+	}
+	return nil
 }

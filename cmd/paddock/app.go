@@ -26,12 +26,20 @@ type app struct {
 
 // loadConfig reads --config (a missing file at the default path is fine)
 // and settles the state directory: --state-dir or $PADDOCK_STATE_DIR when
-// given, else the config's state_dir, else the default.
+// given, else the config's state_dir, else the default; and the store:
+// --store or $PADDOCK_STORE when given, else the config's store (kept in
+// the returned Config's Store).
 func loadConfig(cmd *cobra.Command, gopts *GlobalOptions) (runner.Config, string, error) {
 	explicit := cmd.Flags().Changed("config")
 	cfg, err := runner.LoadConfig(gopts.ConfigPath, !explicit)
 	if err != nil {
 		return cfg, "", &usageError{err}
+	}
+	if gopts.Store != "" || cmd.Flags().Changed("store") {
+		if err := runner.CheckStoreURL(gopts.Store); err != nil {
+			return cfg, "", usagef("--store (or $PADDOCK_STORE): %v", err)
+		}
+		cfg.Store = gopts.Store
 	}
 	stateDir := gopts.StateDir
 	if !cmd.Flags().Changed("state-dir") && os.Getenv("PADDOCK_STATE_DIR") == "" && cfg.StateDir != "" {
@@ -79,7 +87,7 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 func (a *app) openStore(ctx context.Context) error {
 	st, err := a.OpenStore(ctx)
 	if err != nil {
-		return err // "sqlite: open PATH: ..."
+		return err // "sqlite: open PATH: ...", "postgres: ..."
 	}
 	a.store = st
 	return nil

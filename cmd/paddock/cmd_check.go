@@ -72,7 +72,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	a := &app{Install: &compose.Install{Config: cfg, StateDir: stateDir}}
 	// The queue's policy, when the state directory holds a queue (check
 	// creates none): its chain decides and its ceilings refuse.
-	if _, err := os.Stat(runner.StateDir{Root: stateDir}.Database()); err == nil {
+	if a.HasStore() {
 		if err := a.openStore(ctx); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,10 @@ type GlobalOptions struct {
 	// $XDG_CONFIG_HOME/paddock/config.toml, else ~/.config/paddock/config.toml.
 	// A missing file at the default path is not an error.
 	ConfigPath string
+	// Store is the queue's database: a PostgreSQL URL shared by workers
+	// on several hosts. Defaults to $PADDOCK_STORE, else the config's
+	// store, else "" (the state directory's SQLite file).
+	Store string
 	// JSON makes reporting commands print JSON objects, each with a
 	// message_type, instead of text.
 	JSON bool
@@ -33,6 +38,7 @@ func (o *GlobalOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.StateDir, "state-dir", compose.DefaultStateDir(), "state directory: queue, logs, inbox, hook cache; from $PADDOCK_STATE_DIR, else the config's state_dir, else $XDG_STATE_HOME/paddock")
 	f.StringVar(&o.ConfigPath, "config", compose.DefaultConfigPath(), "config file, from $XDG_CONFIG_HOME/paddock/config.toml when not given; a missing file at that default is fine")
+	f.StringVar(&o.Store, "store", os.Getenv("PADDOCK_STORE"), "the queue's database: postgres://USER@HOST/DB shared by several hosts; from $PADDOCK_STORE, else the config's store, else the state directory's SQLite file")
 	f.BoolVar(&o.JSON, "json", false, "print JSON objects (each with a message_type) instead of text")
 }
 
@@ -73,6 +79,7 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		newPauseCommand(gopts),
 		newResumeCommand(gopts),
 		newPolicyCommand(gopts),
+		newStoreCommand(gopts),
 		newVersionCommand(gopts),
 	)
 	markUsageErrors(root)

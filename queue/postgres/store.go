@@ -55,7 +55,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	}
 	if _, err := s.Migrate(ctx); err != nil {
 		s.Close()
-		return nil, err
+		return nil, fmt.Errorf("postgres: open %s: %w", Redact(url), err)
 	}
 	return s, nil
 }

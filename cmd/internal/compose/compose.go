@@ -21,6 +21,7 @@ import (
 	"paddock/inbox"
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/postgres"
 	"paddock/queue/sqlite"
 	"paddock/runner"
 	"paddock/sandbox"
@@ -41,10 +42,51 @@ type Install struct {
 	fence     runner.Fence
 }
 
-// OpenStore opens (creating) the state directory's queue. The caller
-// closes it.
-func (in *Install) OpenStore(ctx context.Context) (*sqlite.Store, error) {
+// OpenStore opens the queue: the PostgreSQL database of Config.Store
+// (migrating its schema when older; queue/postgres.ErrSchemaNewer when
+// newer), else the state directory's SQLite file (created when missing).
+// The caller closes it.
+func (in *Install) OpenStore(ctx context.Context) (queue.Store, error) {
+	if in.Config.Store != "" {
+		if err := runner.CheckStoreURL(in.Config.Store); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return postgres.Open(ctx, in.Config.Store, postgres.Options{})
+	}
 	return sqlite.Open(ctx, in.dir().Database(), sqlite.Options{})
+}
+
+// MigrateStore brings the queue's schema to this paddock's version and
+// returns a line saying what it did, e.g. "postgres: schema version 1
+// (was 0)". Opening a store migrates it too; this is for operators who
+// migrate before starting upgraded workers.
+func (in *Install) MigrateStore(ctx context.Context) (string, error) {
+	st, err := in.OpenStore(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	switch st := st.(type) {
+	case *postgres.Store:
+		from, err := st.Migrate(ctx)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("postgres %s: schema version %d (was %d)", postgres.Redact(in.Config.Store), postgres.SchemaVersion, from), nil
+	default:
+		return fmt.Sprintf("sqlite %s: schema version %d", in.dir().Database(), sqlite.SchemaVersion), nil
+	}
+}
+
+// HasStore reports whether the queue exists already (a command that
+// creates none, such as check, reads its policy only then): always for a
+// PostgreSQL store, else when the state directory holds its database.
+func (in *Install) HasStore() bool {
+	if in.Config.Store != "" {
+		return true
+	}
+	_, err := os.Stat(in.dir().Database())
+	return err == nil
 }
 
 // LoadPolicy reads the queue's policy from st and binds in to it: from
