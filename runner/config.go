@@ -1,10 +1,10 @@
 package runner
 
 import (
-	"net/url"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
