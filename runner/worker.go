@@ -33,7 +33,8 @@ type WorkerOptions struct {
 	Executor *Executor
 	// Inbox, when not nil, is scanned whenever the worker wakes.
 	Inbox *inbox.Inbox
-	// ID names the worker in leases and events. Defaults to host:pid.
+	// ID names the worker in leases, attempts and events. Defaults to
+	// NewWorkerID(""), unique per process start.
 	ID string
 	// Concurrency is how many jobs run at once: at most this many jobs
 	// ever have processes alive. A slot frees in two steps. When a
@@ -85,8 +86,7 @@ type Worker struct {
 // NewWorker returns a worker; it starts nothing until Run.
 func NewWorker(o WorkerOptions) *Worker {
 	if o.ID == "" {
-		host, _ := os.Hostname()
-		o.ID = fmt.Sprintf("%s:%d", host, os.Getpid())
+		o.ID = NewWorkerID("")
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = o.Executor.Config.Concurrency

@@ -122,11 +122,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	return done(final)
 }
 
-// runWorkerID names `paddock run` in leases: host:pid:run.
-func runWorkerID() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:run", host, os.Getpid())
-}
+// runWorkerID names `paddock run` in leases and attempts
+// (runner.NewWorkerID): host:pid:boot:nonce:run.
+func runWorkerID() string { return runner.NewWorkerID("run") }
 
 // runProgress is what `paddock run --json` prints on stderr while the job
 // is on its way (the job's own output keeps stdout and stderr).

@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// NewWorkerID returns a name for one process start, recorded with each
+// attempt it claims and in its leases: "HOST:PID:BOOT:NONCE", with BOOT
+// the first 8 hex digits of the kernel's boot id
+// (/proc/sys/kernel/random/boot_id, random(4)) and NONCE 8 random hex
+// digits; role, when not "", is appended (":run"). Host and pid alone are
+// not unique: two containers share a host name, and a pid comes back after
+// a reboot or in another pid namespace. A reused name would let a new
+// process heartbeat the orphaned leases of a dead one (so they would never
+// be recovered) or finish its attempts. Safe for concurrent use.
+func NewWorkerID(role string) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown-host"
+	}
+	boot := "nobootid"
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		if id := strings.ReplaceAll(strings.TrimSpace(string(b)), "-", ""); len(id) >= 8 {
+			boot = id[:8]
+		}
+	}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	id := host + ":" + strconv.Itoa(os.Getpid()) + ":" + boot + ":" + hex.EncodeToString(nonce[:])
+	if role != "" {
+		id += ":" + role
+	}
+	return id
+}
