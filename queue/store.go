@@ -300,6 +300,51 @@ type Store interface {
 	Close() error
 }
 
+// LogStore is an optional part of a [Store]: one that keeps each
+// attempt's output (capped by the worker at log_max_bytes) where every
+// host sharing the queue can read it, as the PostgreSQL store does. A
+// store without it leaves the logs in files on the worker's host
+// (Attempt.StdoutPath and StderrPath). Check with a type assertion.
+// Methods are safe for concurrent use.
+type LogStore interface {
+	// AttemptLogPut stores the output of attempt p.Number of job p.JobID,
+	// replacing what was stored for it. The attempt must still run under
+	// p.WorkerID's lease: ErrLeaseLost otherwise (a worker that lost its
+	// lease never writes over the next attempt's logs).
+	AttemptLogPut(ctx context.Context, p *AttemptLogPutParams) error
+	// AttemptLogGet returns the stored output of attempt number of the
+	// job with id jobID. ErrNotFound when none was stored.
+	AttemptLogGet(ctx context.Context, jobID string, number int) (AttemptLog, error)
+}
+
+// Notifier is an optional part of a [Store] shared by several processes
+// or hosts: it tells one process that another committed a change to the
+// queue (jobs enqueued, finished, given back, canceled, retried), so that
+// idle workers claim and waits look at once instead of at their next
+// poll. It is a hint: callers keep polling, and a process that cannot
+// listen (connection down, a poll-only store) simply gets no values.
+// Check with a type assertion.
+type Notifier interface {
+	// Notifications returns a channel that receives a value (never
+	// blocking the sender, at most one pending) after such a commit, and
+	// a function that stops the notifications and releases what they
+	// hold. Safe for concurrent use; each call has its own channel.
+	Notifications() (<-chan struct{}, func())
+}
+
+// AttemptLogPutParams is one attempt's output ([LogStore.AttemptLogPut]).
+type AttemptLogPutParams struct {
+	JobID    string
+	Number   int    // the attempt, 1-based
+	WorkerID string // must hold the job's lease
+	Log      AttemptLog
+}
+
+// AttemptLog is an attempt's output as the worker capped it.
+type AttemptLog struct {
+	Stdout, Stderr []byte
+}
+
 // JobEnqueueParams is a batch to enqueue.
 type JobEnqueueParams struct {
 	// Specs from Parse; validated again by the store. A spec with a

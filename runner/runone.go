@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"paddock/queue"
@@ -206,6 +209,7 @@ func RunOne(ctx context.Context, p RunOneParams) RunOneResult {
 	if p.BeforeRecord != nil {
 		p.BeforeRecord()
 	}
+	storeLogs(p, att, log)
 	rec, err := p.Store.AttemptFinish(context.Background(), &queue.AttemptFinishParams{JobID: j.ID, WorkerID: p.WorkerID, Attempt: att})
 	if err != nil {
 		log.Error("record attempt", "err", err)
@@ -217,6 +221,50 @@ func RunOne(ctx context.Context, p RunOneParams) RunOneResult {
 		State: string(rec.State), Outcome: att.Outcome, ExitCode: att.ExitCode, Reason: att.Reason, WorkerID: p.WorkerID})
 	res.Job = rec
 	return res
+}
+
+// logSlack is how far past log_max_bytes a capped log may go: the
+// marker line between its head and its tail.
+const logSlack = 4096
+
+// storeLogs copies the attempt's capped output into the store when it
+// keeps logs where every host can read them (queue.LogStore), before the
+// attempt is recorded and while the lease is held. A failure is logged
+// and leaves the logs in their files on this host.
+func storeLogs(p RunOneParams, att queue.Attempt, log *slog.Logger) {
+	ls, ok := p.Store.(queue.LogStore)
+	if !ok || (att.StdoutPath == "" && att.StderrPath == "") {
+		return
+	}
+	limit := p.Executor.Config.LogMaxBytes + logSlack
+	var l queue.AttemptLog
+	var err error
+	if l.Stdout, err = readLog(att.StdoutPath, limit); err == nil {
+		l.Stderr, err = readLog(att.StderrPath, limit)
+	}
+	if err == nil {
+		err = ls.AttemptLogPut(context.Background(), &queue.AttemptLogPutParams{JobID: p.Job.ID, Number: p.Job.AttemptCount, WorkerID: p.WorkerID, Log: l})
+	}
+	if err != nil {
+		log.Warn("attempt output not stored in the queue; it stays in this host's files", "err", err)
+	}
+}
+
+// readLog reads at most limit bytes of the log at path; "" or a missing
+// file (a stream the job never wrote) reads as empty.
+func readLog(path string, limit int64) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // RunJobParams are the inputs of [RunJob].

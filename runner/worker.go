@@ -145,6 +145,14 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	if stop := w.watch(log, poke); stop != nil {
 		defer stop()
 	}
+	// A store shared by several hosts tells when another committed jobs
+	// (queue.Notifier); the poll stays the fallback.
+	var notified <-chan struct{}
+	if n, ok := w.o.Store.(queue.Notifier); ok {
+		c, stop := n.Notifications()
+		defer stop()
+		notified = c
+	}
 
 	hbDone := make(chan struct{})
 	go func() {
@@ -263,6 +271,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		case <-hard.Done():
 		case <-done:
 		case <-wake:
+		case <-notified:
 		case <-scheduleTimer(nextDue):
 		case <-time.After(pollInterval):
 		}

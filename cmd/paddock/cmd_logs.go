@@ -38,7 +38,11 @@ func newLogsCommand(gopts *GlobalOptions) *cobra.Command {
 		Long: `Print a job's output: the latest attempt's stdout, or stderr with --stderr.
 
 Logs are capped (log_max_bytes, 16 MiB by default): past the cap the
-first and the last halves are kept with a marker line between them.`,
+first and the last halves are kept with a marker line between them.
+
+With a PostgreSQL store (--store), an attempt that ran on another host
+is read from the store once it has ended (workers store each attempt's
+capped output there); --follow shows it when the attempt ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLogs(cmd.Context(), cmd, opts, gopts, args[0])
@@ -71,6 +75,7 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 	defer a.Close()
 	out := cmd.OutOrStdout()
 	var f *os.File
+	var stored *queue.AttemptLog // the output kept in the store, once read
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -106,14 +111,37 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 				return err
 			}
 		}
+		// Not on this host: the attempt ran on another host sharing the
+		// queue, whose store keeps the output once the attempt ended.
+		if f == nil && stored == nil && ok && !at.EndedAt.IsZero() {
+			if ls, isLS := a.store.(queue.LogStore); isLS {
+				l, err := ls.AttemptLogGet(ctx, j.ID, at.Number)
+				switch {
+				case err == nil:
+					stored = &l
+					data := l.Stdout
+					if opts.Stderr {
+						data = l.Stderr
+					}
+					if _, err := out.Write(data); err != nil {
+						return err
+					}
+				case !errors.Is(err, queue.ErrNotFound):
+					return err
+				}
+			}
+		}
 		if !opts.Follow || final {
-			if ok && f == nil && !opts.Stderr && stderrPath != "" {
+			if ok && f == nil && stored != nil && !opts.Stderr && len(stored.Stdout) == 0 && len(stored.Stderr) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "paddock: job %s attempt %d wrote nothing on stdout; its stderr has %d bytes: paddock logs --stderr %s\n", j.ID, at.Number, len(stored.Stderr), ref)
+			}
+			if ok && f == nil && stored == nil && !opts.Stderr && stderrPath != "" {
 				// Nothing on stdout: say where the job's words went.
 				if fi, err := os.Stat(stderrPath); err == nil && fi.Size() > 0 {
 					fmt.Fprintf(cmd.ErrOrStderr(), "paddock: job %s attempt %d wrote nothing on stdout; its stderr has %d bytes: paddock logs --stderr %s\n", j.ID, at.Number, fi.Size(), ref)
 				}
 			}
-			if ok && f == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
+			if ok && f == nil && stored == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
 				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d never ran (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
 			}
 			if !ok {

@@ -47,7 +47,7 @@ func (s *Store) JobEnqueueAll(ctx context.Context, ps []*queue.JobEnqueueParams)
 			}
 			out[i] = jobs
 		}
-		return nil
+		return s.notify(ctx, tx)
 	})
 	if err != nil {
 		return nil, err

@@ -169,8 +169,10 @@ func (s *Store) AttemptFinish(ctx context.Context, p *queue.AttemptFinishParams)
 		if err := setState(ctx, tx, r, t.State, t.Reason, notBefore, now); err != nil {
 			return err
 		}
-		out, err = reload(ctx, tx, r.rid)
-		return err
+		if out, err = reload(ctx, tx, r.rid); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx)
 	})
 	return out, err
 }
@@ -237,8 +239,10 @@ func (s *Store) JobCancel(ctx context.Context, ref string) (queue.Job, error) {
 				return fmt.Errorf("postgres: cancel: %w", err)
 			}
 		}
-		out, err = reload(ctx, tx, r.rid)
-		return err
+		if out, err = reload(ctx, tx, r.rid); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx)
 	})
 	return out, err
 }
@@ -298,8 +302,10 @@ func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
 		if err != nil {
 			return fmt.Errorf("postgres: retry: %w", err)
 		}
-		out, err = reload(ctx, tx, r.rid)
-		return err
+		if out, err = reload(ctx, tx, r.rid); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx)
 	})
 	return out, err
 }
@@ -355,7 +361,10 @@ func (s *Store) LeaseRecoverExpired(ctx context.Context) ([]queue.Job, error) {
 			}
 			out = append(out, j)
 		}
-		return nil
+		if len(out) == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx)
 	})
 	return out, err
 }
@@ -412,7 +421,10 @@ func (s *Store) LeaseRelease(ctx context.Context, p *queue.LeaseReleaseParams) (
 			}
 			out = append(out, j)
 		}
-		return nil
+		if len(out) == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx)
 	})
 	return out, err
 }

@@ -170,6 +170,7 @@ func (s *Store) JobPrune(ctx context.Context, p *queue.JobPruneParams) (int, err
 		n = len(rids)
 		for _, q := range []string{
 			`DELETE FROM attempts WHERE job_rid = ANY($1)`,
+			`DELETE FROM attempt_logs WHERE job_rid = ANY($1)`,
 			`DELETE FROM deps WHERE job_rid = ANY($1) OR dep_rid = ANY($1)`,
 			`UPDATE sources SET jobs = jobs - c.n FROM (SELECT source_id, count(*) AS n FROM jobs WHERE rid = ANY($1) GROUP BY source_id) c WHERE sources.id = c.source_id`,
 			`DELETE FROM jobs WHERE rid = ANY($1)`,

@@ -412,7 +412,10 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 			return fmt.Errorf("postgres: schedule tick: %w", err)
 		}
 		res.NextDue = ts(minNext)
-		return nil
+		if len(res.Jobs) == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx)
 	})
 	return res, err
 }

@@ -114,6 +114,16 @@ CREATE TABLE schedule_decisions (
 );
 CREATE INDEX schedule_decisions_at ON schedule_decisions (at);
 `,
+	// 2: attempts' output, readable from every host (queue.LogStore).
+	`
+CREATE TABLE attempt_logs (
+	job_rid bigint NOT NULL,
+	number  integer NOT NULL,
+	stdout  bytea NOT NULL,
+	stderr  bytea NOT NULL,
+	PRIMARY KEY (job_rid, number)
+);
+`,
 }
 
 // SchemaVersion is the schema version this paddock writes.

@@ -38,6 +38,8 @@ type Store struct {
 	clock  func() time.Time // nil: the database's now()
 	rand   func() float64
 	closed atomic.Bool
+	// pollOnly: no NOTIFY, no LISTEN (PollOnlyParam).
+	pollOnly bool
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -62,7 +64,11 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 
 // connect opens the pool without touching the schema.
 func connect(ctx context.Context, url string, o Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	conn, pollOnly, err := splitPollOnly(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(conn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %s: %w", Redact(url), err)
 	}
@@ -75,7 +81,7 @@ func connect(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %s: %w", Redact(url), err)
 	}
-	s := &Store{pool: pool, clock: o.Clock, rand: o.Rand}
+	s := &Store{pool: pool, clock: o.Clock, rand: o.Rand, pollOnly: pollOnly}
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}

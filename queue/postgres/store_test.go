@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -171,4 +172,129 @@ func TestPostgresNameRace(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, l, 1)
 	}
+}
+
+// An attempt's output is stored while its worker holds the lease, read
+// from any process, refused once the lease is gone, and pruned with the
+// job.
+func TestPostgresAttemptLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "talk", Command: []string{"echo"}}}, Source: "# test"})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	id := got[0].ID
+	_, err = st.AttemptLogGet(ctx, id, 1)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+	bin := []byte("out\x00\xff\n")
+	require.ErrorIs(t, st.AttemptLogPut(ctx, &queue.AttemptLogPutParams{JobID: id, Number: 1, WorkerID: "thief", Log: queue.AttemptLog{Stdout: []byte("x")}}), queue.ErrLeaseLost)
+	require.NoError(t, st.AttemptLogPut(ctx, &queue.AttemptLogPutParams{JobID: id, Number: 1, WorkerID: "w", Log: queue.AttemptLog{Stdout: bin, Stderr: []byte("err\n")}}))
+	other, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer other.Close()
+	l, err := other.AttemptLogGet(ctx, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, queue.AttemptLog{Stdout: bin, Stderr: []byte("err\n")}, l)
+	_, err = st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: id, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+	require.NoError(t, err)
+	require.ErrorIs(t, st.AttemptLogPut(ctx, &queue.AttemptLogPutParams{JobID: id, Number: 1, WorkerID: "w", Log: queue.AttemptLog{Stdout: []byte("late")}}), queue.ErrLeaseLost)
+	n, err := st.JobPrune(ctx, &queue.JobPruneParams{})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	var left int
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM attempt_logs`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// A database at an older schema version is migrated, one version at a
+// time, when opened.
+func TestPostgresMigratesOlderSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	st.Close()
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	// Back to version 1: before the attempts' output was stored.
+	_, err = c.Exec(ctx, `DROP TABLE attempt_logs; UPDATE paddock_schema SET version = 1`)
+	require.NoError(t, err)
+	st, err = postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	from, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, postgres.SchemaVersion, from)
+	var v int
+	require.NoError(t, c.QueryRow(ctx, `SELECT version FROM paddock_schema`).Scan(&v))
+	require.Equal(t, postgres.SchemaVersion, v)
+	_, err = c.Exec(ctx, `SELECT stdout FROM attempt_logs`)
+	require.NoError(t, err)
+}
+
+// A committed batch wakes listeners on other connections once, however
+// many jobs it holds; a poll-only store neither notifies nor listens.
+func TestPostgresNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	a, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	wake, stop := a.Notifications()
+	defer stop()
+	raw, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer raw.Close(ctx)
+	_, err = raw.Exec(ctx, `LISTEN paddock_queue`)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // a's listener connects
+
+	specs := make([]jobspec.Spec, 1000)
+	for i := range specs {
+		specs[i] = jobspec.Spec{Command: []string{"true"}}
+	}
+	_, err = b.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: "# test"})
+	require.NoError(t, err)
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification after an enqueue on another connection")
+	}
+	count := func() int {
+		n := 0
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err := raw.WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				return n
+			}
+			n++
+		}
+	}
+	require.Equal(t, 1, count(), "one notification for the 1,000-job batch")
+
+	quiet, err := postgres.Open(ctx, url+"&"+postgres.PollOnlyParam+"=1", postgres.Options{})
+	require.NoError(t, err)
+	defer quiet.Close()
+	_, err = quiet.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs[:10], Source: "# test"})
+	require.NoError(t, err)
+	require.Zero(t, count(), "a poll-only store sends none")
+	_, err = postgres.Open(ctx, url+"&"+postgres.PollOnlyParam+"=maybe", postgres.Options{})
+	require.ErrorContains(t, err, `paddock_poll_only="maybe": expected 1 or 0`)
 }

@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paddock/queue"
+)
+
+// Wake-ups between hosts: every transaction that makes a job claimable or
+// final (an enqueue, a finish, a recovery, a release, a cancel, a retry,
+// a schedule's instances) sends one NOTIFY on notifyChannel, once per
+// transaction whatever the number of jobs (NOTIFY takes a cluster-wide
+// lock at commit: one per job would cap a busy queue's commits). Listeners
+// hold one dedicated connection each (LISTEN needs a session: it does not
+// work through a transaction-pooling PgBouncer), reconnect with backoff,
+// and are only a hint: workers and waits poll too. With
+// PollOnlyParam=1 in the URL, the store neither notifies nor listens.
+
+// notifyChannel is the channel of the queue's notifications.
+const notifyChannel = "paddock_queue"
+
+// PollOnlyParam is the URL query parameter that turns notifications off
+// ("paddock_poll_only=1"), for servers reached through a PgBouncer in
+// transaction mode. It is paddock's and never sent to the server.
+const PollOnlyParam = "paddock_poll_only"
+
+var _ queue.Notifier = (*Store)(nil)
+
+// splitPollOnly removes PollOnlyParam from a postgres:// URL and says
+// whether it was set to 1 or true; other strings are returned as given.
+func splitPollOnly(raw string) (string, bool, error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return raw, false, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw, false, nil // pgx says what is wrong
+	}
+	q := u.Query()
+	if !q.Has(PollOnlyParam) {
+		return raw, false, nil
+	}
+	v := q.Get(PollOnlyParam)
+	q.Del(PollOnlyParam)
+	u.RawQuery = q.Encode()
+	switch v {
+	case "1", "true":
+		return u.String(), true, nil
+	case "0", "false":
+		return u.String(), false, nil
+	}
+	return raw, false, fmt.Errorf("postgres: %s=%q: expected 1 or 0", PollOnlyParam, v)
+}
+
+// notify queues the transaction's notification (sent at commit).
+func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
+	if s.pollOnly {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', '')`); err != nil {
+		return fmt.Errorf("postgres: notify: %w", err)
+	}
+	return nil
+}
+
+// Notifications implements queue.Notifier with a dedicated listening
+// connection. A poll-only store returns a channel that never receives.
+func (s *Store) Notifications() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	if s.pollOnly {
+		return c, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.listen(ctx, c)
+	}()
+	return c, func() { cancel(); <-done }
+}
+
+// listen keeps a LISTEN connection until ctx ends, reconnecting with
+// backoff (up to 5 s); after a reconnection it pokes c once, since
+// notifications sent meanwhile were lost.
+func (s *Store) listen(ctx context.Context, c chan<- struct{}) {
+	poke := func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	backoff := 100 * time.Millisecond
+	for first := true; ctx.Err() == nil; first = false {
+		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+		if err == nil {
+			_, err = conn.Exec(ctx, `LISTEN `+notifyChannel)
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				if !first {
+					poke()
+				}
+				for err == nil {
+					_, err = conn.WaitForNotification(ctx)
+					if err == nil {
+						poke()
+					}
+				}
+			}
+			conn.Close(context.Background())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
