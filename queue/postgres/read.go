@@ -127,27 +127,30 @@ func (s *Store) JobList(ctx context.Context, p *queue.JobListParams) ([]queue.Jo
 
 // JobCounts implements Store.
 func (s *Store) JobCounts(ctx context.Context) (map[queue.JobState]int, error) {
-	if s.closed.Load() {
-		return nil, queue.ErrClosed
-	}
-	rows, err := s.pool.Query(ctx, `SELECT state, count(*) FROM jobs GROUP BY state`)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: counts: %w", err)
-	}
-	defer rows.Close()
 	out := map[queue.JobState]int{}
-	for _, st := range queue.JobStates() {
-		out[st] = 0
-	}
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("postgres: counts: %w", err)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		for _, st := range queue.JobStates() {
+			out[st] = 0
 		}
-		out[queue.JobState(st)] = int(n)
+		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM jobs GROUP BY state`)
+		if err != nil {
+			return fmt.Errorf("postgres: counts: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st string
+			var n int64
+			if err := rows.Scan(&st, &n); err != nil {
+				return fmt.Errorf("postgres: counts: %w", err)
+			}
+			out[queue.JobState(st)] = int(n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // JobPrune implements Store.
@@ -190,19 +193,22 @@ func (s *Store) JobPrune(ctx context.Context, p *queue.JobPruneParams) (int, err
 
 // PolicyGet implements Store.
 func (s *Store) PolicyGet(ctx context.Context) (queue.Policy, error) {
-	if s.closed.Load() {
-		return queue.Policy{}, queue.ErrClosed
-	}
 	var p queue.Policy
-	var at time.Time
-	err := s.pool.QueryRow(ctx, `SELECT source, path, sha256, set_at FROM policy WHERE id = 1`).Scan(&p.Source, &p.Path, &p.SHA256, &at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return queue.Policy{}, queue.ErrPolicyNotSet
-	}
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var at time.Time
+		err := tx.QueryRow(ctx, `SELECT source, path, sha256, set_at FROM policy WHERE id = 1`).Scan(&p.Source, &p.Path, &p.SHA256, &at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return queue.ErrPolicyNotSet
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: policy: %w", err)
+		}
+		p.SetAt = at.UTC()
+		return nil
+	})
 	if err != nil {
-		return queue.Policy{}, fmt.Errorf("postgres: policy: %w", err)
+		return queue.Policy{}, err
 	}
-	p.SetAt = at.UTC()
 	return p, nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +31,15 @@ type Options struct {
 	Rand func() float64
 	// MaxConns caps the connections of the store's pool. Defaults to 4.
 	MaxConns int32
+	// RetryFor is how long a call keeps retrying, with backoff, while the
+	// server cannot be reached (restarting, failing over). Defaults to
+	// RetryForDefault; negative: no retry.
+	RetryFor time.Duration
 }
+
+// RetryForDefault is Options.RetryFor's default: a restart or a
+// fail-over of the server usually takes seconds.
+const RetryForDefault = time.Minute
 
 // Store is the PostgreSQL [queue.Store]: shared by workers on any number
 // of hosts reaching one database. See the package documentation for its
@@ -40,6 +51,7 @@ type Store struct {
 	closed atomic.Bool
 	// pollOnly: no NOTIFY, no LISTEN (PollOnlyParam).
 	pollOnly bool
+	retryFor time.Duration
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -54,6 +66,12 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	s, err := connect(ctx, url, o)
 	if err != nil {
 		return nil, err
+	}
+	// A server that cannot be reached at start is said at once (a wrong
+	// URL must not look like a hang); calls retry later outages.
+	if err := s.pool.Ping(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("postgres: open %s: %w", Redact(url), err)
 	}
 	if _, err := s.Migrate(ctx); err != nil {
 		s.Close()
@@ -81,7 +99,10 @@ func connect(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %s: %w", Redact(url), err)
 	}
-	s := &Store{pool: pool, clock: o.Clock, rand: o.Rand, pollOnly: pollOnly}
+	s := &Store{pool: pool, clock: o.Clock, rand: o.Rand, pollOnly: pollOnly, retryFor: o.RetryFor}
+	if s.retryFor == 0 {
+		s.retryFor = RetryForDefault
+	}
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
@@ -158,13 +179,48 @@ func (s *Store) txOpts(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 	if s.closed.Load() {
 		return queue.ErrClosed
 	}
+	start := time.Now()
+	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
 		err := s.txOnce(ctx, opts, wantNow, fn)
-		if err == nil || !retryable(err) || try >= maxTries || ctx.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil || s.closed.Load():
+			return err
+		case retryable(err) && try < maxTries:
+			time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
+		case connLost(err) && time.Since(start) < s.retryFor:
+			// The server went away before this transaction could commit
+			// (nothing of it was kept): run it again once it is back.
+			time.Sleep(wait/2 + rand.N(wait/2))
+			wait = min(2*wait, 2*time.Second)
+		default:
 			return err
 		}
-		time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
 	}
+}
+
+// errCommitUnknown marks a commit whose connection failed: the server may
+// have committed or not. It is never retried (an enqueue would be made
+// twice); the callers' own checks settle it (a lost finish finds the job
+// no longer running under its lease).
+var errCommitUnknown = errors.New("postgres: connection lost during commit: it may or may not have been committed")
+
+// connLost reports whether err says the connection to the server failed
+// or the server is shutting down or starting (classes 08 and 57P0x of
+// PostgreSQL Appendix A), rather than a refusal of the statement.
+func connLost(err error) bool {
+	if errors.Is(err, errCommitUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return pgconn.SafeToRetry(err) || errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
 }
 
 func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn func(tx pgx.Tx, now time.Time) error) error {
@@ -183,6 +239,9 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		if connLost(err) {
+			return fmt.Errorf("%w: %w", errCommitUnknown, err)
+		}
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
 	return nil

@@ -298,3 +298,46 @@ func TestPostgresNotifications(t *testing.T) {
 	_, err = postgres.Open(ctx, url+"&"+postgres.PollOnlyParam+"=maybe", postgres.Options{})
 	require.ErrorContains(t, err, `paddock_poll_only="maybe": expected 1 or 0`)
 }
+
+// Calls made while the server restarts wait for it and succeed; a
+// worker's finish made across the restart is recorded once.
+func TestPostgresServerRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t, "restart")
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "a", Command: []string{"true"}}, {Name: "b", Command: []string{"true"}}}, Source: "# test"})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	srv.Stop()
+	type result struct {
+		j   queue.Job
+		err error
+	}
+	fin := make(chan result, 1)
+	go func() {
+		j, err := st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: got[0].ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+		fin <- result{j, err}
+	}()
+	time.Sleep(time.Second)
+	select {
+	case r := <-fin:
+		t.Fatalf("finish returned while the server was down: %v", r.err)
+	default:
+	}
+	require.NoError(t, srv.Start())
+	r := <-fin
+	require.NoError(t, r.err)
+	require.Equal(t, queue.StateSucceeded, r.j.State)
+	require.Len(t, r.j.Attempts, 1)
+	next, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, next, 1, "the other job, once")
+	require.NotEqual(t, got[0].ID, next[0].ID)
+}
