@@ -37,6 +37,8 @@ type Executor struct {
 	StateDir string
 	// Chain decides every job. Required (a chain of zero hooks allows all).
 	Chain *hooks.Chain
+	// Metrics, when not nil, times each hook chain decision.
+	Metrics *Metrics
 	// Probe is the start-up probe result; ProbeErr is non-nil when bwrap is
 	// unusable, and every confined job then fails closed with it.
 	Probe    sandbox.ProbeReport
@@ -222,7 +224,9 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 	}
 	defer func() { pins.Close() }()
+	decideStart := time.Now()
 	res, err := e.Chain.Decide(ctx, hooks.DecideParams{Job: hj, Extra: job.Spec.Hooks})
+	e.Metrics.hookDecision(time.Since(decideStart))
 	if err != nil {
 		return finish(queue.OutcomeInterrupted, "hook chain stopped: "+err.Error())
 	}

@@ -53,6 +53,10 @@ type WorkerOptions struct {
 	Drain  bool
 	Logger *slog.Logger
 	Events *EventLog
+	// Metrics, when not nil, receives the worker's claims, attempts,
+	// recoveries and store errors (the executor's hook decisions are
+	// Executor.Metrics).
+	Metrics *Metrics
 }
 
 // Summary is what one Run did.
@@ -158,7 +162,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	go func() {
 		defer close(hbDone)
 		w.hb.Run(hard, func(id string) { log.Info("cancel requested; stopping job", "job", id) },
-			func(err error) { log.Error("heartbeat", "err", err) })
+			func(err error) { w.o.Metrics.storeError("heartbeat"); log.Error("heartbeat", "err", err) })
 	}()
 	defer func() { <-hbDone }()
 	defer stopHard()
@@ -218,8 +222,10 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			// Not cancelable: a claim takes a millisecond, and a context
 			// that can be canceled costs the SQLite driver a goroutine and
 			// a progress handler per statement.
+			claimStart := time.Now()
 			jobs, err := w.o.Store.JobClaim(context.WithoutCancel(ctx), &queue.JobClaimParams{WorkerID: w.o.ID, Limit: free, Lease: w.o.Executor.Config.Lease.Duration,
 				PolicySHA256: w.o.Executor.Policy.SHA256})
+			w.o.Metrics.claim(time.Since(claimStart), len(jobs), err)
 			if errors.Is(err, queue.ErrPolicyChanged) {
 				policyErr = fmt.Errorf("%w: %w (restart the worker to run under the new policy)", ErrPolicyMismatch, err)
 				log.Error("the queue's policy changed: claiming no more jobs", "err", err)
@@ -335,6 +341,10 @@ func drainBlocked(ctx context.Context, st queue.Store, queued int) string {
 // logs and records each one.
 func (w *Worker) recoverLeases(ctx context.Context, log *slog.Logger) error {
 	recovered, err := w.o.Store.LeaseRecoverExpired(ctx)
+	w.o.Metrics.recovered(len(recovered))
+	if err != nil {
+		w.o.Metrics.storeError("recover")
+	}
 	for _, j := range recovered {
 		log.Info("recovered expired lease", "job", j.ID, "state", j.State)
 		_ = w.o.Events.Append(Event{Time: time.Now(), Type: "recovered", JobID: j.ID, JobName: j.Name, State: string(j.State), Reason: j.Reason, WorkerID: w.o.ID})
@@ -450,6 +460,14 @@ func (w *Worker) runOne(hard context.Context, log *slog.Logger, j queue.Job, can
 			}
 		},
 	})
+	w.o.Metrics.finishedAttempt(res.Attempt.Outcome)
+	if res.Err != nil {
+		op := "record"
+		if res.Attempt.Outcome == queue.OutcomeInterrupted {
+			op = "release"
+		}
+		w.o.Metrics.storeError(op)
+	}
 	if res.Err == nil {
 		// A job given back is canceled when a cancel was requested; a
 		// stop does not count against retries.

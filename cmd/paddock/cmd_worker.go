@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,6 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"paddock/hooks"
@@ -36,6 +41,9 @@ type WorkerOptions struct {
 	// of its whole run to, start-up included (hidden flag: for
 	// paddock-bench and for profiling by hand).
 	CPUProfile string
+	// MetricsAddr, when not "", is the host:port the worker serves its
+	// Prometheus metrics on, at /metrics (runner.Metrics).
+	MetricsAddr string
 }
 
 // AddFlags registers the worker flags.
@@ -46,6 +54,7 @@ func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr; JSON with --json)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run, start-up included, to this file (pprof format)")
 	_ = f.MarkHidden("cpuprofile")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464): claims, attempts by outcome, queue depth by state, claim and hook latency, lease recoveries, store errors")
 }
 
 func newWorkerCommand(gopts *GlobalOptions) *cobra.Command {
@@ -223,9 +232,20 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 		return err
 	}
 
+	ex := a.Executor(chain, probe, probeErr)
+	var metrics *runner.Metrics
+	if opts.MetricsAddr != "" {
+		stop, m, err := serveMetrics(opts.MetricsAddr, a.store, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		metrics, ex.Metrics = m, m
+	}
 	w := runner.NewWorker(runner.WorkerOptions{
 		Store:       a.store,
-		Executor:    a.Executor(chain, probe, probeErr),
+		Executor:    ex,
+		Metrics:     metrics,
 		Inbox:       in,
 		Concurrency: opts.Concurrency,
 		Drain:       opts.Drain,
@@ -327,4 +347,25 @@ func drainLeft(ctx context.Context, st queue.Store) error {
 		return &exitCodeError{code: exitFailure, err: fmt.Errorf("stopped before the queue was drained: %d job(s) queued or running", left)}
 	}
 	return nil
+}
+
+// serveMetrics registers the worker's metrics (runner.Metrics) with the
+// Go runtime's and the process's, and serves them at http://addr/metrics
+// until stop is called. A listen failure is a usage error (exit 2).
+func serveMetrics(addr string, st queue.Store, log *slog.Logger) (stop func(), m *runner.Metrics, err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if m, err = runner.NewMetrics(reg, st); err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, usagef("--metrics-addr %q: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, m, nil
 }
