@@ -318,10 +318,9 @@ type LogStore interface {
 }
 
 // Notifier is an optional part of a [Store] shared by several processes
-// or hosts: it tells one process that another committed a change to the
-// queue (jobs enqueued, finished, given back, canceled, retried), so that
-// idle workers claim and waits look at once instead of at their next
-// poll. It is a hint: callers keep polling, and a process that cannot
+// or hosts: it tells one process that another committed jobs ready to
+// claim (enqueued, released by a dependency, given back, retried), so
+// that idle workers claim at once instead of at their next poll. It is a hint: callers keep polling, and a process that cannot
 // listen (connection down, a poll-only store) simply gets no values.
 // Check with a type assertion.
 type Notifier interface {

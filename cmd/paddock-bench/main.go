@@ -24,7 +24,11 @@
 //  6. layers: the per-job cost of each layer of the fence (bwrap alone,
 //     + --unshare-ipc, + seccomp, + the Landlock launcher, and the same
 //     with paddock's binary as the launcher), the confined /bin/true argv
-//     spawned as the worker spawns it, the variants in turn job by job.
+//     spawned as the worker spawns it, the variants in turn job by job;
+//  7. hosts: 1, 2 and 4 worker processes draining one batch on one
+//     SQLite state directory and, with --store postgres://..., on one
+//     PostgreSQL database from state directories of their own (as
+//     several hosts), with the NOTIFYs they send.
 //
 // It runs the real binaries (--paddock, default bin/paddock) and the
 // example hooks (--hooks-dir, default bin/hooks): build them first with
@@ -62,6 +66,7 @@ type options struct {
 	jobs       int
 	bigRuns    int
 	scenarios  string
+	store      string
 	baselines  string
 	jsonOut    bool
 	cpuProfile string
@@ -82,8 +87,9 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "runs per measurement; each row is their median, min and max")
 	flag.IntVar(&o.jobs, "jobs", 200, "jobs per throughput run")
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
-	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts", "comma-separated scenarios to run")
 	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
+	flag.StringVar(&o.store, "store", "", "a PostgreSQL server (postgres://USER@HOST/DB, a user with CREATEDB): the hosts scenario also runs on fresh databases there")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an in-process worker running the throughput batch (concurrency 2) to this file, and nothing else")
 	flag.StringVar(&o.workerProfile, "worker-cpuprofile", "", "path prefix: each throughput run's paddock worker writes a CPU profile of its whole run (start-up included) to PREFIX.c<concurrency>.r<run>.pprof; the figures are measured as usual")
@@ -141,9 +147,11 @@ func run(o options) error {
 			err = b.memory(ctx)
 		case "layers":
 			err = b.layers(ctx)
+		case "hosts":
+			err = b.hosts(ctx)
 		case "":
 		default:
-			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers)", s)
+			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers, hosts)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

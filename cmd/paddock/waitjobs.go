@@ -46,18 +46,10 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	// Workers append an event to <state>/events.jsonl when a job starts,
 	// ends or is given back: an event about a pending job wakes the wait.
 	// Polling every waitPoll stays the fallback (no events file yet, no
-	// inotify, a worker on another machine without a notifying store, a job made final by no worker:
+	// inotify, a worker on another machine sharing a PostgreSQL store, a job made final by no worker:
 	// canceled while queued, or failed by its dependency).
 	wake := runner.WatchEvents(a.EventsPath())
 	defer wake.Close()
-	// A store shared by several hosts also says when any host committed
-	// (queue.Notifier): waits from a host that runs no worker wake then.
-	var notified <-chan struct{}
-	if n, ok := a.store.(queue.Notifier); ok {
-		c, stop := n.Notifications()
-		defer stop()
-		notified = c
-	}
 	wake.SetWant(pending)
 	final := make(map[string]queue.Job, len(ids))
 	finalStates := slices.DeleteFunc(queue.JobStates(), func(s queue.JobState) bool { return !s.Finished() })
@@ -104,7 +96,6 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 			clearBar(bar)
 			return &exitCodeError{code: exitFailure, err: fmt.Errorf("timed out waiting; %d of %d jobs final", len(final), len(ids))}
 		case <-wake.C():
-		case <-notified:
 		case <-time.After(max(waitPoll, gap)):
 			wake.Retry()
 		}

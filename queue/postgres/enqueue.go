@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,12 +255,18 @@ func failDependents(ctx context.Context, tx pgx.Tx, rid int64, label string, sta
 	return nil
 }
 
-// releaseDependents counts a success towards every job waiting on rid.
-func releaseDependents(ctx context.Context, tx pgx.Tx, rid int64, now time.Time) error {
-	_, err := tx.Exec(ctx, `UPDATE jobs SET deps_pending = deps_pending - 1, updated_at = $1
-		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = $2)`, now, rid)
+// releaseDependents counts a success towards every job waiting on rid
+// and reports whether one of them became ready (its last dependency
+// succeeded).
+func releaseDependents(ctx context.Context, tx pgx.Tx, rid int64, now time.Time) (bool, error) {
+	rows, err := tx.Query(ctx, `UPDATE jobs SET deps_pending = deps_pending - 1, updated_at = $1
+		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = $2) RETURNING deps_pending`, now, rid)
 	if err != nil {
-		return fmt.Errorf("postgres: release dependents: %w", err)
+		return false, fmt.Errorf("postgres: release dependents: %w", err)
 	}
-	return nil
+	pendings, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return false, fmt.Errorf("postgres: release dependents: %w", err)
+	}
+	return slices.Contains(pendings, 0), nil
 }

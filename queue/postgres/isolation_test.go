@@ -25,7 +25,7 @@ func TestTransactionsPinIsolation(t *testing.T) {
 	_, err = s.pool.Exec(ctx, `ALTER DATABASE `+db+` SET default_transaction_isolation = 'serializable'`)
 	require.NoError(t, err)
 	s.pool.Reset() // new sessions take the new default
-	var def, w, wc, r string
+	var def, w, wc, r, pl string
 	require.NoError(t, s.pool.QueryRow(ctx, `SHOW default_transaction_isolation`).Scan(&def))
 	require.Equal(t, "serializable", def)
 	require.NoError(t, s.tx(ctx, func(tx pgx.Tx, _ time.Time) error {
@@ -37,5 +37,13 @@ func TestTransactionsPinIsolation(t *testing.T) {
 	require.NoError(t, s.read(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&r)
 	}))
-	require.Equal(t, []string{"read committed", "read committed", "repeatable read"}, []string{w, wc, r})
+	require.NoError(t, s.pipelined(ctx, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&pl); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}, `SELECT current_setting('transaction_isolation')`))
+	require.Equal(t, []string{"read committed", "read committed", "repeatable read", "read committed"}, []string{w, wc, r, pl})
 }

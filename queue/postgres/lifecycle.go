@@ -17,15 +17,17 @@ import (
 // claimSQL claims ready jobs in one statement: the ready rows are picked
 // in claim order from jobs_ready and locked FOR UPDATE SKIP LOCKED (a
 // concurrent claimer skips them instead of waiting, and no row is handed
-// out twice), their lease taken and their attempt opened. $1 is the
-// claimer, $2 the clock (NULL: the server's now()), $3 the lease in
-// microseconds, $4 the limit, $5 the policy digest, $6 the ids to
-// restrict the claim to (NULL: any).
+// out twice), their lease taken and their attempt opened, only when the
+// claimer's policy digest is the queue's. $1 is the claimer, $2 the clock
+// (NULL: the server's now()), $3 the lease in microseconds, $4 the limit,
+// $5 the policy digest, $6 the ids to restrict the claim to (NULL: any).
 var claimSQL = `WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now),
+p AS (SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), '') AS have),
 c AS (
 	SELECT rid FROM jobs
 	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
 		AND ($6::text[] IS NULL OR id = ANY($6::text[]))
+		AND (SELECT have FROM p) = $5
 	ORDER BY priority DESC, created_at, rid
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED
@@ -42,8 +44,10 @@ a AS (
 )
 SELECT * FROM u`
 
-// JobClaim implements Store: one claimSQL statement. The policy is
-// checked before it, in the same transaction.
+// JobClaim implements Store: claimSQL in a READ COMMITTED transaction
+// sent as one pipelined batch (BEGIN, the claim, COMMIT: one round trip).
+// When it claims nothing, the policy is read to tell a claimer with
+// another policy (ErrPolicyChanged) from an empty queue.
 func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.Job, error) {
 	c, err := p.WithDefaults()
 	if err != nil {
@@ -53,40 +57,31 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	if len(c.JobIDs) > 0 {
 		ids = c.JobIDs
 	}
-	var out []queue.Job
-	err = s.txClock(ctx, func(tx pgx.Tx) error {
-		out = nil
-		if err := checkPolicy(ctx, tx, c.PolicySHA256); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, claimSQL, c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256, ids)
-		if err != nil {
-			return fmt.Errorf("postgres: claim: %w", err)
-		}
-		var claimed []jobRow
+	var claimed []jobRow
+	err = s.pipelined(ctx, func(rows pgx.Rows) error {
+		claimed = nil
 		for rows.Next() {
 			r, err := scanJob(rows)
 			if err != nil {
-				rows.Close()
-				return fmt.Errorf("postgres: claim: %w", err)
+				return err
 			}
 			claimed = append(claimed, r)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("postgres: claim: %w", err)
-		}
-		// RETURNING has no order: hand the jobs out in claim order.
-		slices.SortFunc(claimed, func(a, b jobRow) int {
-			return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.rid, b.rid))
-		})
-		for _, r := range claimed {
-			out = append(out, r.Job)
-		}
-		return nil
-	})
+		return rows.Err()
+	}, claimSQL, c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256, ids)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	if len(claimed) == 0 {
+		return nil, s.read(ctx, func(tx pgx.Tx) error { return checkPolicy(ctx, tx, c.PolicySHA256) })
+	}
+	// RETURNING has no order: hand the jobs out in claim order.
+	slices.SortFunc(claimed, func(a, b jobRow) int {
+		return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority), a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.rid, b.rid))
+	})
+	out := make([]queue.Job, len(claimed))
+	for i, r := range claimed {
+		out[i] = r.Job
 	}
 	return out, nil
 }
@@ -166,11 +161,17 @@ func (s *Store) AttemptFinish(ctx context.Context, p *queue.AttemptFinishParams)
 		if t.Delay > 0 {
 			notBefore = now.Add(t.Delay).Truncate(time.Microsecond)
 		}
-		if err := setState(ctx, tx, r, t.State, t.Reason, notBefore, now); err != nil {
+		ready, err := setState(ctx, tx, r, t.State, t.Reason, notBefore, now)
+		if err != nil {
 			return err
 		}
 		if out, err = reload(ctx, tx, r.rid); err != nil {
 			return err
+		}
+		// Only a dependent made ready wakes workers: a finish per job
+		// would be a NOTIFY per job (waits poll for final states).
+		if !ready {
+			return nil
 		}
 		return s.notify(ctx, tx)
 	})
@@ -196,24 +197,26 @@ func closeAttempt(ctx context.Context, tx pgx.Tx, rid int64, number int, ended t
 	return nil
 }
 
-func setState(ctx context.Context, tx pgx.Tx, r jobRow, next queue.JobState, reason string, notBefore, now time.Time) error {
+// setState moves r to next and releases or fails its dependents; ready
+// reports whether a dependent became ready to claim.
+func setState(ctx context.Context, tx pgx.Tx, r jobRow, next queue.JobState, reason string, notBefore, now time.Time) (ready bool, err error) {
 	var fin time.Time
 	if next.Finished() {
 		fin = now
 	}
-	_, err := tx.Exec(ctx, `UPDATE jobs SET state = $1, reason = $2, not_before = $3, finished_at = $4, updated_at = $5,
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = $1, reason = $2, not_before = $3, finished_at = $4, updated_at = $5,
 		lease_owner = '', lease_expires = NULL, cancel_requested = false WHERE rid = $6`,
 		string(next), reason, tz(notBefore), tz(fin), now, r.rid)
 	if err != nil {
-		return fmt.Errorf("postgres: set state: %w", err)
+		return false, fmt.Errorf("postgres: set state: %w", err)
 	}
 	switch next {
 	case queue.StateSucceeded:
 		return releaseDependents(ctx, tx, r.rid, now)
 	case queue.StateFailed, queue.StateDenied, queue.StateCanceled:
-		return failDependents(ctx, tx, r.rid, queue.JobLabel(r.ID, r.Name), next, now)
+		return false, failDependents(ctx, tx, r.rid, queue.JobLabel(r.ID, r.Name), next, now)
 	}
-	return nil
+	return false, nil
 }
 
 // JobCancel implements Store.
@@ -231,7 +234,7 @@ func (s *Store) JobCancel(ctx context.Context, ref string) (queue.Job, error) {
 		}
 		switch effect {
 		case queue.CancelNow:
-			if err := setState(ctx, tx, r, queue.StateCanceled, queue.ReasonCanceledBeforeStart, time.Time{}, now); err != nil {
+			if _, err := setState(ctx, tx, r, queue.StateCanceled, queue.ReasonCanceledBeforeStart, time.Time{}, now); err != nil {
 				return err
 			}
 		case queue.CancelFlag:
@@ -239,10 +242,8 @@ func (s *Store) JobCancel(ctx context.Context, ref string) (queue.Job, error) {
 				return fmt.Errorf("postgres: cancel: %w", err)
 			}
 		}
-		if out, err = reload(ctx, tx, r.rid); err != nil {
-			return err
-		}
-		return s.notify(ctx, tx)
+		out, err = reload(ctx, tx, r.rid)
+		return err
 	})
 	return out, err
 }
@@ -382,7 +383,7 @@ func (s *Store) interrupt(ctx context.Context, tx pgx.Tx, r jobRow, why string, 
 			return queue.Job{}, fmt.Errorf("postgres: interrupt: %w", err)
 		}
 	}
-	if err := setState(ctx, tx, r, t.State, t.Reason, time.Time{}, now); err != nil {
+	if _, err := setState(ctx, tx, r, t.State, t.Reason, time.Time{}, now); err != nil {
 		return queue.Job{}, err
 	}
 	return reload(ctx, tx, r.rid)

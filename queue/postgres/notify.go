@@ -12,15 +12,18 @@ import (
 	"paddock/queue"
 )
 
-// Wake-ups between hosts: every transaction that makes a job claimable or
-// final (an enqueue, a finish, a recovery, a release, a cancel, a retry,
-// a schedule's instances) sends one NOTIFY on notifyChannel, once per
-// transaction whatever the number of jobs (NOTIFY takes a cluster-wide
-// lock at commit: one per job would cap a busy queue's commits). Listeners
-// hold one dedicated connection each (LISTEN needs a session: it does not
-// work through a transaction-pooling PgBouncer), reconnect with backoff,
-// and are only a hint: workers and waits poll too. With
-// PollOnlyParam=1 in the URL, the store neither notifies nor listens.
+// Wake-ups between hosts: every transaction that makes jobs ready to
+// claim (an enqueue, a finish that releases a dependent, a recovery or
+// release of leases, a retry, a schedule's instances) sends one NOTIFY on
+// notifyChannel, once per transaction whatever the number of jobs. NOTIFY
+// takes a cluster-wide lock at commit: one per job, or per finish, would
+// cap a busy queue's commits (some hundreds to a thousand notifying
+// commits per second), so a plain finish sends none and waits poll for
+// final states. Listeners hold one dedicated connection each (LISTEN needs
+// a session: it does not work through a transaction-pooling PgBouncer),
+// reconnect with backoff, and are only a hint: workers and waits poll
+// too. With PollOnlyParam=1 in the URL, the store neither notifies nor
+// listens.
 
 // notifyChannel is the channel of the queue's notifications.
 const notifyChannel = "paddock_queue"

@@ -247,6 +247,75 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 	return nil
 }
 
+// pipelined runs one statement (sql with args, whose rows scan reads) in
+// a READ COMMITTED transaction sent as one batch: BEGIN, the statement
+// and COMMIT reach the server together, one round trip instead of three.
+// It is retried as [Store.tx] retries: on a serialization failure or a
+// deadlock, and, while the server cannot be reached, only when nothing
+// was sent (a batch cut after it was sent may have committed).
+func (s *Store) pipelined(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+	if s.closed.Load() {
+		return queue.ErrClosed
+	}
+	start := time.Now()
+	wait := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		sent, err := s.pipelineOnce(ctx, scan, sql, args...)
+		switch {
+		case err == nil || ctx.Err() != nil || s.closed.Load():
+			return err
+		case retryable(err) && try < maxTries:
+			time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
+		case connLost(err) && !sent && time.Since(start) < s.retryFor:
+			time.Sleep(wait/2 + rand.N(wait/2))
+			wait = min(2*wait, 2*time.Second)
+		case connLost(err) && sent:
+			return fmt.Errorf("%w: %w", errCommitUnknown, err)
+		default:
+			return err
+		}
+	}
+}
+
+// pipelineOnce is one try of pipelined; sent is false when the batch
+// never reached the server (no connection).
+func (s *Store) pipelineOnce(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) (sent bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(sql, args...)
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return !pgconn.SafeToRetry(err), err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return true, err
+	}
+	err = scan(rows)
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return true, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return true, err
+	}
+	if tag.String() != "COMMIT" {
+		return true, fmt.Errorf("postgres: the transaction was rolled back (%s)", tag)
+	}
+	return true, br.Close()
+}
+
 // now is the transaction's time: Options.Clock's, else the server's
 // now() (the start of the transaction, the same for all its statements),
 // in UTC, to the microsecond (the resolution of timestamptz).
