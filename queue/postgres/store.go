@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	neturl "net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -109,14 +111,27 @@ func connect(ctx context.Context, url string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// Redact returns url with its password replaced by "xxxxx", for
-// messages.
-func Redact(url string) string {
-	if cfg, err := pgconn.ParseConfig(url); err == nil && cfg.Password != "" {
-		return strings.ReplaceAll(url, cfg.Password, "xxxxx")
+// Redact returns url with its password, if any, replaced by "xxxxx", for
+// messages: the user@host form (postgres://user:secret@host/db) and the
+// key=value form (password=secret).
+func Redact(raw string) string {
+	if u, err := neturl.Parse(raw); err == nil && u.Scheme != "" {
+		if _, has := u.User.Password(); has {
+			u.User = neturl.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
 	}
-	return url
+	return passwordKV.ReplaceAllString(raw, "${1}xxxxx")
 }
+
+// passwordKV finds the value of password= in a key=value connection
+// string, quoted or not.
+var passwordKV = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // Close closes the pool. Safe to call more than once.
 func (s *Store) Close() error {

@@ -341,3 +341,16 @@ func TestPostgresServerRestart(t *testing.T) {
 	require.Len(t, next, 1, "the other job, once")
 	require.NotEqual(t, got[0].ID, next[0].ID)
 }
+
+// Messages never show a password, whatever the connection string's form.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:a@db/q?host=/s":             "postgres://u:xxxxx@db/q?host=/s",
+		"postgres://u@db/q?password=hunter2":      "postgres://u@db/q?password=xxxxx",
+		"postgres://u@db/q":                       "postgres://u@db/q",
+		"host=db password=hunter2 dbname=q":       "host=db password=xxxxx dbname=q",
+		"host=db password='hun ter\\'2' dbname=q": "host=db password=xxxxx dbname=q",
+	} {
+		require.Equal(t, want, postgres.Redact(in), in)
+	}
+}
