@@ -37,7 +37,7 @@ func TestTransactionsPinIsolation(t *testing.T) {
 	require.NoError(t, s.read(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&r)
 	}))
-	require.NoError(t, s.pipelined(ctx, func(rows pgx.Rows) error {
+	require.NoError(t, s.pipelined(ctx, nil, func(rows pgx.Rows) error {
 		for rows.Next() {
 			if err := rows.Scan(&pl); err != nil {
 				return err

@@ -262,20 +262,21 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 	return nil
 }
 
-// pipelined runs one statement (sql with args, whose rows scan reads) in
-// a READ COMMITTED transaction sent as one batch: BEGIN, the statement
-// and COMMIT reach the server together, one round trip instead of three.
+// pipelined runs one statement (sql with args, whose rows scan reads),
+// after the prelude's statements (settings: SET LOCAL), in a READ
+// COMMITTED transaction sent as one batch: BEGIN, the statements and
+// COMMIT reach the server together, one round trip.
 // It is retried as [Store.tx] retries: on a serialization failure or a
 // deadlock, and, while the server cannot be reached, only when nothing
 // was sent (a batch cut after it was sent may have committed).
-func (s *Store) pipelined(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+func (s *Store) pipelined(ctx context.Context, prelude []string, scan func(pgx.Rows) error, sql string, args ...any) error {
 	if s.closed.Load() {
 		return queue.ErrClosed
 	}
 	start := time.Now()
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		sent, err := s.pipelineOnce(ctx, scan, sql, args...)
+		sent, err := s.pipelineOnce(ctx, prelude, scan, sql, args...)
 		switch {
 		case err == nil || ctx.Err() != nil || s.closed.Load():
 			return err
@@ -294,7 +295,7 @@ func (s *Store) pipelined(ctx context.Context, scan func(pgx.Rows) error, sql st
 
 // pipelineOnce is one try of pipelined; sent is false when the batch
 // never reached the server (no connection).
-func (s *Store) pipelineOnce(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) (sent bool, err error) {
+func (s *Store) pipelineOnce(ctx context.Context, prelude []string, scan func(pgx.Rows) error, sql string, args ...any) (sent bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -302,12 +303,20 @@ func (s *Store) pipelineOnce(ctx context.Context, scan func(pgx.Rows) error, sql
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	for _, q := range prelude {
+		b.Queue(q)
+	}
 	b.Queue(sql, args...)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return !pgconn.SafeToRetry(err), err
+	}
+	for range prelude {
+		if _, err := br.Exec(); err != nil {
+			return true, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

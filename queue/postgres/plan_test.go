@@ -1,0 +1,66 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"paddock/internal/pgtest"
+	"paddock/jobspec"
+	"paddock/queue"
+)
+
+// The claim reads jobs_ready in claim order and stops at its limit, even
+// right after a big enqueue, before autovacuum has analyzed the table
+// (the planner then believes it empty and would sort every ready job).
+func TestClaimPlanReadsTheReadyIndexInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	s, err := Open(ctx, url, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	specs := make([]jobspec.Spec, 10_000)
+	for i := range specs {
+		specs[i] = jobspec.Spec{Command: []string{"true"}, Labels: map[string]string{"batch": "b"}}
+	}
+	for b := range 10 { // 100,000 jobs, faster than autovacuum analyzes
+		for i := range specs {
+			specs[i].Name = fmt.Sprintf("b%d-%d", b, i)
+		}
+		_, err = s.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: "# test"})
+		require.NoError(t, err)
+	}
+	for _, c := range []struct {
+		sql  string
+		args []any
+	}{
+		{claimReadySQL, []any{"w", nil, time.Minute.Microseconds(), 1, ""}},
+		{claimIDsSQL, []any{"w", nil, time.Minute.Microseconds(), 1, "", []string{"x"}}},
+	} {
+		var plan []string
+		require.NoError(t, s.txClock(ctx, func(tx pgx.Tx) error {
+			for _, q := range claimPrelude {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+c.sql, c.args...)
+			if err != nil {
+				return err
+			}
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		}))
+		text := strings.Join(plan, "\n")
+		if len(c.args) == 5 {
+			require.Contains(t, text, "Index Scan using jobs_ready on jobs", text)
+		}
+		require.NotContains(t, text, "Sort", fmt.Sprintf("%d args:\n%s", len(c.args), text))
+	}
+}
