@@ -54,8 +54,9 @@ SELECT * FROM u`
 
 var claimReadySQL, claimIDsSQL = claimSQL(false), claimSQL(true)
 
-// claimPrelude makes the claim read jobs_ready in order and stop at its
-// limit whatever the table's statistics say. A queue fills faster than
+// claimPrelude makes the claim of ready jobs (not the claim by ids) read
+// jobs_ready in order and stop at its limit whatever the table's
+// statistics say. A queue fills faster than
 // autovacuum analyzes it: right after a 100,000-job enqueue the planner
 // still believes the table empty, and picks a bitmap scan that sorts
 // every ready job (90 ms a claim instead of well under one).
@@ -70,12 +71,13 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	if err != nil {
 		return nil, err
 	}
-	q, args := claimReadySQL, []any{c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256}
+	q, args, prelude := claimReadySQL, []any{c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256}, claimPrelude
 	if len(c.JobIDs) > 0 {
-		q, args = claimIDsSQL, append(args, c.JobIDs)
+		// A few ids: looked up by id, then sorted.
+		q, args, prelude = claimIDsSQL, append(args, c.JobIDs), nil
 	}
 	var claimed []jobRow
-	err = s.pipelined(ctx, claimPrelude, func(rows pgx.Rows) error {
+	err = s.pipelined(ctx, prelude, func(rows pgx.Rows) error {
 		claimed = nil
 		for rows.Next() {
 			r, err := scanJob(rows)
