@@ -56,7 +56,8 @@ func (b *bench) pgDatabase(ctx context.Context) (string, func(), error) {
 // PostgreSQL database, each from a state directory of its own (as
 // several hosts would). The ratio is to one worker of the same store: 4
 // workers reach 4× only with 4 free cores. With PostgreSQL it also counts
-// the NOTIFYs a listener receives during the 4-worker runs.
+// the NOTIFYs a listener receives from the submit to the last worker's
+// exit in the 4-worker runs.
 func (b *bench) hosts(ctx context.Context) error {
 	stores := []string{"sqlite"}
 	if b.o.store != "" {
@@ -84,7 +85,7 @@ func (b *bench) hosts(ctx context.Context) error {
 			}
 			b.add("hosts", fmt.Sprintf("%s, %d worker(s)", store, k), "jobs/s", rates, base, fmt.Sprintf("%d confined /bin/true jobs, workers at concurrency 1; ratio = scaling", b.o.jobs))
 			if len(notifyRates) > 0 {
-				b.add("hosts", "postgres, 4 workers: NOTIFYs received", "per s", notifyRates, "", "one per committing transaction that makes jobs claimable or final")
+				b.add("hosts", "postgres, 4 workers: NOTIFYs received", "per s", notifyRates, "", "from the submit to the drain's end: one per transaction that makes jobs ready (the submit), none per finish")
 				b.add("hosts", "postgres, 4 workers: NOTIFYs per job", "ratio", perJob, "", "")
 			}
 		}
@@ -117,9 +118,6 @@ func (b *bench) hostsRun(ctx context.Context, store string, k int) (rate float64
 			ins[i] = ins[0] // one host: one state directory
 		}
 	}
-	if err := ins[0].run(ctx, append(global, "submit", jobs)...); err != nil {
-		return 0, 0, 0, err
-	}
 	var listen *pgx.Conn
 	if store == "postgres" {
 		if listen, err = pgx.Connect(ctx, global[1]); err != nil {
@@ -141,6 +139,10 @@ func (b *bench) hostsRun(ctx context.Context, store string, k int) (rate float64
 				notifies++
 			}
 		})
+	}
+	if err := ins[0].run(ctx, append(global, "submit", jobs)...); err != nil {
+		stopListen()
+		return 0, 0, 0, err
 	}
 	start := time.Now()
 	workers := make([]*exec.Cmd, k)
