@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
-	"slices"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
