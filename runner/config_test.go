@@ -97,6 +97,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"hook timeout as an integer", "[[hook]]\nname = \"h\"\npath = \"x\"\ntimeout = 3\n", []string{":4: hook.timeout: expected a duration string"}},
 		{"memory as a float", "[[hook]]\nname = \"h\"\npath = \"x\"\nmemory = 1.5\n", []string{":4: hook.memory: expected a size", "got a TOML float"}},
 		{"settings not a table", "[[hook]]\nname = \"h\"\npath = \"x\"\nsettings = 5\n", []string{"hook.settings: expected a table, got a TOML integer"}},
+		{"store of another kind", "concurrency = 1\nstore = \"mysql://u:secret@db/q\"\n", []string{":2: store: unsupported scheme \"mysql\": expected postgres://"}},
+		{"store not a URL", "store = \"postgres://[::1\"\n", []string{":1: store: not a URL"}},
 		{"byte-order mark kept lines", "\xef\xbb\xbfconcurrency = 1\nconcurency = 2\n", []string{":2: unknown key \"concurency\""}},
 	}
 	for _, tt := range tests {
@@ -157,4 +159,22 @@ func TestCheckHookNames(t *testing.T) {
 	specs, err := jobspec.Parse("h.toml", []byte(src), "/srv")
 	require.NoError(t, err)
 	require.EqualError(t, c.CheckHookNames("h.toml", []byte(src), specs), `h.toml:4: job "a": hooks: unknown hook "audti" (configured: deny, audit)`)
+}
+
+// A PostgreSQL URL is a store; "" is the state directory's SQLite file;
+// messages never repeat the URL (it may hold a password).
+func TestCheckStoreURL(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "postgres://u@db/q", "postgresql://u:pw@db:5433/q?sslmode=verify-full", "postgres://u@/q?host=/run/postgresql"} {
+		require.NoError(t, CheckStoreURL(ok), ok)
+	}
+	for _, bad := range []string{"mysql://u:hunter2@db/q", "/var/lib/paddock/q.db", "host=db password=hunter2"} {
+		err := CheckStoreURL(bad)
+		require.Error(t, err, bad)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+	p := writeConfig(t, "store = \"postgres://u@db/q\"\n")
+	c, err := LoadConfig(p, false)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://u@db/q", c.Store)
 }

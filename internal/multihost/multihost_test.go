@@ -36,7 +36,8 @@ func TestMain(m *testing.M) {
 // host is one paddock installation standing for a machine.
 type host struct {
 	*e2etest.Bundle
-	store string
+	store  string
+	viaEnv bool // name the store in $PADDOCK_STORE rather than --store
 }
 
 // requireNetns ends the test unless `unshare -n` works here (root, or
@@ -56,9 +57,15 @@ func newHost(t *testing.T, store string) *host {
 }
 
 // cmd is paddock with args in a network namespace of its own, reaching
-// the queue through --store only.
+// the queue only through the store's URL (--store, or $PADDOCK_STORE).
 func (h *host) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	c := h.Cmd(ctx, append([]string{"--store", h.store}, args...)...)
+	if !h.viaEnv {
+		args = append([]string{"--store", h.store}, args...)
+	}
+	c := h.Cmd(ctx, args...)
+	if h.viaEnv {
+		c.Env = append(c.Env, "PADDOCK_STORE="+h.store)
+	}
 	unshare, err := exec.LookPath("unshare")
 	require.NoError(h.T, err)
 	c.Args = append([]string{"unshare", "-n", "--"}, c.Args...)
@@ -183,22 +190,25 @@ func checkExactlyOnce(t *testing.T, st queue.Store, want int) (map[string]int, [
 // runs jobs. Every job succeeds exactly once, the killed worker's
 // attempts are recorded as interrupted, and no job's attempts overlap. A
 // fifth process, in a namespace of its own with no worker and no logs,
-// waits for the jobs and reads their output from the store.
+// given the store by $PADDOCK_STORE, waits for the jobs and reads their
+// output from the store.
 func TestFourHostsOneKilled(t *testing.T) {
 	requireNetns(t)
 	srv := pgtest.Start(t)
 	url := srv.NewDatabase(t, "four-hosts")
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, url, postgres.Options{})
-	require.NoError(t, err)
-	defer st.Close()
-
 	hosts := make([]*host, 5)
 	for i := range hosts {
 		hosts[i] = newHost(t, url)
 	}
+	out, errOut, code := hosts[0].run("store", "migrate")
+	require.Equal(t, 0, code, "store migrate: %s", errOut)
+	require.Contains(t, out, fmt.Sprintf(": schema version %d (was 0)", postgres.SchemaVersion))
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
 	const n = 400
-	out, errOut, code := hosts[0].run("submit", batch(t, hosts[0], n))
+	out, errOut, code = hosts[0].run("submit", batch(t, hosts[0], n))
 	require.Equal(t, 0, code, "submit: %s", errOut)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), n)
 
@@ -247,6 +257,7 @@ func TestFourHostsOneKilled(t *testing.T) {
 		require.NoError(t, os.RemoveAll(filepath.Join(h.State, "logs")))
 	}
 	fifth := hosts[4]
+	fifth.viaEnv = true
 	out, errOut, code = fifth.run("wait", "j000", "j123", "j399")
 	require.Equal(t, 0, code, "wait: %s%s", out, errOut)
 	for _, name := range []string{"j000", "j123", "j399"} {

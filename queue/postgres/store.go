@@ -54,7 +54,15 @@ type Store struct {
 	// pollOnly: no NOTIFY, no LISTEN (PollOnlyParam).
 	pollOnly bool
 	retryFor time.Duration
+	// foundVersion is the schema version Open found (0: an empty
+	// database), before it migrated.
+	foundVersion int
 }
+
+// FoundVersion returns the schema version the database had when Open
+// found it, before Open migrated it to SchemaVersion (0 for an empty
+// database).
+func (s *Store) FoundVersion() int { return s.foundVersion }
 
 var _ queue.Store = (*Store)(nil)
 
@@ -75,10 +83,12 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", Redact(url), err)
 	}
-	if _, err := s.Migrate(ctx); err != nil {
+	from, err := s.Migrate(ctx)
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", Redact(url), err)
 	}
+	s.foundVersion = from
 	return s, nil
 }
 

@@ -67,12 +67,8 @@ func (in *Install) MigrateStore(ctx context.Context) (string, error) {
 	}
 	defer st.Close()
 	switch st := st.(type) {
-	case *postgres.Store:
-		from, err := st.Migrate(ctx)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("postgres %s: schema version %d (was %d)", postgres.Redact(in.Config.Store), postgres.SchemaVersion, from), nil
+	case *postgres.Store: // Open migrated it
+		return fmt.Sprintf("postgres %s: schema version %d (was %d)", postgres.Redact(in.Config.Store), postgres.SchemaVersion, st.FoundVersion()), nil
 	default:
 		return fmt.Sprintf("sqlite %s: schema version %d", in.dir().Database(), sqlite.SchemaVersion), nil
 	}
