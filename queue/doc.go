@@ -5,8 +5,9 @@
 // the rules every store follows ([AttemptEnded], [PlanEnqueue],
 // [PlanTick] and their kin): what a job's next state is and how every
 // message is worded. A driver executes primitives and calls them; the
-// embedded driver is package queue/sqlite, and every driver passes the
-// contract suite in queue/storetest.
+// embedded driver is package queue/sqlite, the one for workers on several
+// hosts package queue/postgres, and every driver passes the contract
+// suite in queue/storetest.
 //
 // The package never runs a job, evaluates a hook or touches a sandbox: the
 // runner claims jobs, does the work and reports each attempt with
