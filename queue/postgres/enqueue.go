@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"paddock/jobspec"
 	"paddock/queue"
@@ -95,23 +96,27 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 		pendings = make([]int32, n)
 		maxes    = make([]int32, n)
 		depIDs   = make([]string, n) // each a text[] literal's elements, joined by spaces
+		groups   = make([]string, n)
+		dues     = make([]pgtype.Timestamptz, n) // NULL: at once
 	)
 	for i, sp := range p.Specs {
 		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
 		names[i], prios[i], pendings[i], maxes[i] = sp.Name, int32(sp.Priority), int32(pending), int32(sp.Retries+1)
 		depIDs[i] = joinIDs(dep)
+		due := dueAt(sp, now)
+		groups[i], dues[i] = sp.Group, pgtype.Timestamptz{Time: due, Valid: !due.IsZero()}
 		jobs[i] = queue.Job{ID: ids[i], Name: sp.Name, State: queue.StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
-			MaxAttempts: sp.Retries + 1, CreatedAt: now, UpdatedAt: now, DepsPending: pending, DependsOn: dep}
+			MaxAttempts: sp.Retries + 1, CreatedAt: now, UpdatedAt: now, DepsPending: pending, DependsOn: dep, NotBefore: due}
 	}
 	// One statement for the whole batch, rows in batch order (the
 	// identity, and so the claim order among equals, follows it).
-	rows, err := tx.Query(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, state)
-		SELECT u.id, u.name, u.priority, $6, $6, u.pending, u.max_attempts, u.spec::jsonb, $7, $8, string_to_array(u.deps, ' '), 'queued'
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $9::text[], $10::text[]) WITH ORDINALITY
-			AS u(id, name, priority, pending, max_attempts, spec, deps, ord)
+	rows, err := tx.Query(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before, state)
+		SELECT u.id, u.name, u.priority, $6, $6, u.pending, u.max_attempts, u.spec::jsonb, $7, $8, string_to_array(u.deps, ' '), u.grp, u.due, 'queued'
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $9::text[], $10::text[], $11::text[], $12::timestamptz[]) WITH ORDINALITY
+			AS u(id, name, priority, pending, max_attempts, spec, deps, grp, due, ord)
 		ORDER BY u.ord
 		RETURNING id, rid`,
-		ids, names, prios, pendings, maxes, now, srcID, p.SourcePath, specJSON, depIDs)
+		ids, names, prios, pendings, maxes, now, srcID, p.SourcePath, specJSON, depIDs, groups, dues)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)
 	}
@@ -169,6 +174,16 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 }
 
 // joinIDs joins job ids (which never hold a space) for string_to_array.
+// dueAt is queue.DueAt at the resolution of timestamptz (a microsecond),
+// in UTC: the Job.NotBefore the row reads back.
+func dueAt(sp jobspec.Spec, now time.Time) time.Time {
+	due := queue.DueAt(sp, now)
+	if due.IsZero() {
+		return due
+	}
+	return due.UTC().Truncate(time.Microsecond)
+}
+
 func joinIDs(ids []string) string {
 	out := ""
 	for i, id := range ids {

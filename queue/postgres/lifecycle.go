@@ -14,16 +14,19 @@ import (
 	"paddock/queue"
 )
 
-// claimSQL returns the statement claiming ready jobs in one statement:
-// the ready rows are picked in claim order from jobs_ready and locked FOR
-// UPDATE SKIP LOCKED (a concurrent claimer skips them instead of waiting,
-// and no row is handed out twice), their lease taken and their attempt
-// opened, only when the claimer's policy digest is the queue's. $1 is the
-// claimer, $2 the clock (NULL: the server's now()), $3 the lease in
-// microseconds, $4 the limit, $5 the policy digest, and with byID, $6
-// the ids to restrict the claim to. (Two statements rather than one with
-// "$6 IS NULL OR ...": a generic plan of that one cannot read jobs_ready
-// in order, and sorts every ready job.)
+// claimSQL returns the statement claiming ready jobs in one statement
+// when no group has a limit: the ready rows are picked in claim order
+// from jobs_ready and locked FOR UPDATE SKIP LOCKED (a concurrent claimer
+// skips them instead of waiting, and no row is handed out twice), their
+// lease taken and their attempt opened, only when the claimer's policy
+// digest is the queue's, the queue is not paused and no group has a
+// limit (then it claims nothing and [Store.claimCounted] claims); jobs
+// of paused groups are skipped. $1 is the claimer, $2 the clock (NULL:
+// the server's now()), $3 the lease in microseconds, $4 the limit, $5
+// the policy digest, and with byID, $6 the ids to restrict the claim to.
+// (Two statements rather than one with "$6 IS NULL OR ...": a generic
+// plan of that one cannot read jobs_ready in order, and sorts every
+// ready job.)
 func claimSQL(byID bool) string {
 	ids := ""
 	if byID {
@@ -31,17 +34,21 @@ func claimSQL(byID bool) string {
 	}
 	return `WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now),
 p AS (SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), '') AS have),
+g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false)
+		AND NOT EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0) AS open,
+	coalesce((SELECT array_agg(name) FROM job_groups WHERE paused), '{}') AS paused),
 c AS (
 	SELECT rid FROM jobs
 	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
-		AND (SELECT have FROM p) = $5 ` + ids + `
+		AND (SELECT have FROM p) = $5 AND (SELECT open FROM g) AND group_name <> ALL ((SELECT paused FROM g)::text[]) ` + ids + `
 	ORDER BY priority DESC, created_at, rid
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED
 ),
 u AS (
 	UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $1,
-		lease_expires = (SELECT now FROM t) + $3 * interval '1 microsecond', updated_at = (SELECT now FROM t), cancel_requested = false
+		lease_expires = (SELECT now FROM t) + $3 * interval '1 microsecond', updated_at = (SELECT now FROM t),
+		started_at = (SELECT now FROM t), cancel_requested = false
 	FROM c WHERE j.rid = c.rid
 	RETURNING ` + jobColsOf("j") + `
 ),
@@ -62,10 +69,42 @@ var claimReadySQL, claimIDsSQL = claimSQL(false), claimSQL(true)
 // every ready job (90 ms a claim instead of well under one).
 var claimPrelude = []string{`SET LOCAL enable_sort = off`}
 
+// The statements of [Store.claimCounted]: claimGateSQL reads the policy
+// digest and the queue's pause; claimGroupsSQL locks every group with a
+// limit or a pause, in name order (so two claimers never deadlock);
+// claimRunningSQL counts the running jobs of the groups of $1 (run after
+// the locks: under READ COMMITTED it sees every claim committed before
+// them); claimPickSQL selects candidates ($1 the clock, $2 the blocked
+// groups, $3 how many, $4 the ids or NULL); claimTakeSQL takes the jobs
+// of rids $4 for claimer $1 at clock $2 for $3 microseconds, with policy
+// digest $5.
+const (
+	claimGateSQL    = `SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), ''), coalesce((SELECT paused FROM queue_state WHERE id = 1), false), EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0)`
+	claimGroupsSQL  = `SELECT name, max_running, paused FROM job_groups WHERE max_running > 0 OR paused ORDER BY name FOR UPDATE`
+	claimRunningSQL = `SELECT group_name, count(*) FROM jobs WHERE group_name = ANY($1::text[]) AND group_name <> '' AND state IN ('queued', 'running') AND state = 'running' GROUP BY group_name`
+	claimPickSQL    = `SELECT rid, group_name FROM jobs
+	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= $1) AND group_name <> ALL ($2::text[])
+		AND ($4::text[] IS NULL OR id = ANY($4::text[]))
+	ORDER BY priority DESC, created_at, rid LIMIT $3 FOR UPDATE SKIP LOCKED`
+)
+
+var claimTakeSQL = `WITH u AS (
+	UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $1,
+		lease_expires = $2::timestamptz + $3 * interval '1 microsecond', updated_at = $2, started_at = $2, cancel_requested = false
+	WHERE j.rid = ANY($4::bigint[]) AND j.state = 'queued'
+	RETURNING ` + jobColsOf("j") + `
+),
+a AS (
+	INSERT INTO attempts (job_rid, number, worker_id, started_at, policy_sha256)
+	SELECT rid, attempts, $1, $2, $5 FROM u
+)
+SELECT * FROM u`
+
 // JobClaim implements Store: claimSQL in a READ COMMITTED transaction
 // sent as one pipelined batch (BEGIN, the claim, COMMIT: one round trip).
-// When it claims nothing, the policy is read to tell a claimer with
-// another policy (ErrPolicyChanged) from an empty queue.
+// When it claims nothing, the policy, the queue's pause and whether a
+// group has a limit are read: a claimer with another policy gets
+// ErrPolicyChanged, and with a limit set [Store.claimCounted] claims.
 func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.Job, error) {
 	c, err := p.WithDefaults()
 	if err != nil {
@@ -92,7 +131,22 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
 	if len(claimed) == 0 {
-		return nil, s.read(ctx, func(tx pgx.Tx) error { return checkPolicy(ctx, tx, c.PolicySHA256) })
+		var limited bool
+		err := s.read(ctx, func(tx pgx.Tx) error {
+			var have string
+			var paused bool
+			if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &limited); err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			limited = limited && !paused
+			return policyMatches(have, c.PolicySHA256)
+		})
+		if err != nil || !limited {
+			return nil, err
+		}
+		if claimed, err = s.claimCounted(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	// RETURNING has no order: hand the jobs out in claim order.
 	slices.SortFunc(claimed, func(a, b jobRow) int {
@@ -103,6 +157,129 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		out[i] = r.Job
 	}
 	return out, nil
+}
+
+// claimCounted is the claim when a group has a limit, as
+// queue.ClaimGate describes it, in one READ COMMITTED transaction: the
+// rows of the limited and paused groups are locked FOR UPDATE before
+// their running jobs are counted, so that claimers on any host take a
+// group's slots one after the other and never exceed its limit; the
+// candidates are locked FOR UPDATE SKIP LOCKED as in claimSQL.
+func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]jobRow, error) {
+	var claimed []jobRow
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		claimed = nil
+		var have string
+		var paused, limited bool
+		if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &limited); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		if err := policyMatches(have, c.PolicySHA256); err != nil || paused {
+			return err
+		}
+		rows, err := tx.Query(ctx, claimGroupsSQL)
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		var groups []queue.Group
+		var names []string
+		for rows.Next() {
+			var g queue.Group
+			if err := rows.Scan(&g.Name, &g.Limit, &g.Paused); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			groups, names = append(groups, g), append(names, g.Name)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		running := map[string]int{}
+		if rows, err = tx.Query(ctx, claimRunningSQL, names); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		for rows.Next() {
+			var name string
+			var n int
+			if err := rows.Scan(&name, &n); err != nil {
+				rows.Close()
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			running[name] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		for i := range groups {
+			groups[i].Running = running[groups[i].Name]
+		}
+		// The attempts start now, after the locks, not when the
+		// transaction began: a finish that freed the slot this claim
+		// waited for ended before it.
+		if s.clock != nil {
+			now = s.clock()
+		} else if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		now = now.UTC().Truncate(time.Microsecond)
+		gate := queue.NewClaimGate(queue.QueueState{}, groups)
+		var ids any
+		if len(c.JobIDs) > 0 {
+			ids = c.JobIDs
+		}
+		for len(claimed) < c.Limit {
+			want := c.Limit - len(claimed)
+			rows, err := tx.Query(ctx, claimPickSQL, now, gate.Blocked(), want, ids)
+			if err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			var take []int64
+			picked, refused := 0, false
+			for rows.Next() {
+				var rid int64
+				var group string
+				if err := rows.Scan(&rid, &group); err != nil {
+					rows.Close()
+					return fmt.Errorf("postgres: claim: %w", err)
+				}
+				picked++
+				if gate.Take(group) {
+					take = append(take, rid)
+				} else {
+					refused = true
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			if len(take) > 0 {
+				rows, err := tx.Query(ctx, claimTakeSQL, c.WorkerID, now, c.Lease.Microseconds(), take, c.PolicySHA256)
+				if err != nil {
+					return fmt.Errorf("postgres: claim: %w", err)
+				}
+				for rows.Next() {
+					r, err := scanJob(rows)
+					if err != nil {
+						rows.Close()
+						return fmt.Errorf("postgres: claim: %w", err)
+					}
+					claimed = append(claimed, r)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return fmt.Errorf("postgres: claim: %w", err)
+				}
+			}
+			if !refused || picked < want {
+				break
+			}
+		}
+		return nil
+	})
+	return claimed, err
 }
 
 // LeaseExtend implements Store: one UPDATE of the leases the worker still
@@ -317,8 +494,8 @@ func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
 		if blocked != nil {
 			return blocked
 		}
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'queued', reason = $1, deps_pending = $2, max_attempts = attempts + $3, not_before = NULL, finished_at = NULL, updated_at = $4, cancel_requested = false WHERE rid = $5`,
-			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid)
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'queued', reason = $1, deps_pending = $2, max_attempts = attempts + $3, not_before = $6, finished_at = NULL, updated_at = $4, cancel_requested = false WHERE rid = $5`,
+			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid, tz(queue.RetryDueAt(r.Spec)))
 		if err != nil {
 			return fmt.Errorf("postgres: retry: %w", err)
 		}

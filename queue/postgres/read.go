@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"paddock/queue"
 )
@@ -27,7 +26,7 @@ func (s *Store) JobGet(ctx context.Context, ref string) (queue.Job, error) {
 			return err
 		}
 		rs := []jobRow{r}
-		if err := fill(ctx, tx, rs, true, true); err != nil {
+		if err := fill(ctx, tx, rs, true, false); err != nil {
 			return err
 		}
 		out = rs[0].Job
@@ -235,16 +234,11 @@ func (s *Store) PolicySet(ctx context.Context, p *queue.PolicySetParams) (queue.
 	return out, nil
 }
 
-// checkPolicy fails with queue.ErrPolicyChanged unless want is the
-// stored policy's digest ("" when none is stored).
-func checkPolicy(ctx context.Context, tx pgx.Tx, want string) error {
-	var have pgtype.Text
-	err := tx.QueryRow(ctx, `SELECT sha256 FROM policy WHERE id = 1`).Scan(&have)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: claim: policy: %w", err)
-	}
-	if have.String != want {
-		return fmt.Errorf("%w: the queue's policy is %s, the claimer's %s", queue.ErrPolicyChanged, digestName(have.String), digestName(want))
+// policyMatches fails with queue.ErrPolicyChanged unless want is have,
+// the stored policy's digest ("" when none is stored).
+func policyMatches(have, want string) error {
+	if have != want {
+		return fmt.Errorf("%w: the queue's policy is %s, the claimer's %s", queue.ErrPolicyChanged, digestName(have), digestName(want))
 	}
 	return nil
 }

@@ -392,7 +392,7 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 					continue // decided before
 				}
 				if d.Instance {
-					j, err := insertInstance(ctx, tx, st.Spec, d.Tick, rec.JobID, r.srcID, r.srcPath, now)
+					j, err := insertInstance(ctx, tx, queue.InstanceSpec(st.Spec, d.Tick), rec.JobID, r.srcID, r.srcPath, now)
 					if err != nil {
 						return err
 					}
@@ -420,10 +420,9 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 	return res, err
 }
 
-// insertInstance enqueues the instance of a schedule for tick, sharing the
-// schedule's source row.
-func insertInstance(ctx context.Context, tx pgx.Tx, sched jobspec.Spec, tick time.Time, id string, srcID int64, srcPath string, now time.Time) (queue.Job, error) {
-	sp := queue.InstanceSpec(sched, tick)
+// insertInstance enqueues sp, the instance of a schedule
+// (queue.InstanceSpec), sharing the schedule's source row.
+func insertInstance(ctx context.Context, tx pgx.Tx, sp jobspec.Spec, id string, srcID int64, srcPath string, now time.Time) (queue.Job, error) {
 	sp.Line = 0
 	specJSON, err := json.Marshal(&sp)
 	if err != nil {
@@ -432,11 +431,12 @@ func insertInstance(ctx context.Context, tx pgx.Tx, sched jobspec.Spec, tick tim
 	if _, err := tx.Exec(ctx, `UPDATE sources SET jobs = jobs + 1 WHERE id = $1`, srcID); err != nil {
 		return queue.Job{}, fmt.Errorf("postgres: schedule instance: %w", err)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, state)
-		VALUES ($1, $2, $3, $4, $4, 0, $5, $6, $7, $8, 'queued')`, id, sp.Name, sp.Priority, now, sp.Retries+1, string(specJSON), srcID, srcPath)
+	due := dueAt(sp, now)
+	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, group_name, not_before, state)
+		VALUES ($1, $2, $3, $4, $4, 0, $5, $6, $7, $8, $9, $10, 'queued')`, id, sp.Name, sp.Priority, now, sp.Retries+1, string(specJSON), srcID, srcPath, sp.Group, tz(due))
 	if err != nil {
 		return queue.Job{}, fmt.Errorf("postgres: schedule instance: %w", err)
 	}
 	return queue.Job{ID: id, Name: sp.Name, State: queue.StateQueued, Spec: sp, SourcePath: srcPath, MaxAttempts: sp.Retries + 1,
-		CreatedAt: now, UpdatedAt: now}, nil
+		CreatedAt: now, UpdatedAt: now, NotBefore: due}, nil
 }

@@ -128,6 +128,30 @@ CREATE TABLE attempt_logs (
 	PRIMARY KEY (job_rid, number)
 );
 `,
+	// 3: groups (a job's group in a column, their limits and pauses), the
+	// queue's pause, and each job's newest start.
+	`
+ALTER TABLE jobs ADD COLUMN group_name text NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN started_at timestamptz; -- the newest attempt's start; NULL when never run
+UPDATE jobs SET group_name = spec->>'group' WHERE coalesce(spec->>'group', '') <> '';
+UPDATE jobs j SET started_at = (SELECT max(a.started_at) FROM attempts a WHERE a.job_rid = j.rid) WHERE j.attempts > 0;
+-- Queued and running jobs of a group: running counts for the claim, and
+-- GroupList.
+CREATE INDEX jobs_group ON jobs (group_name, state) WHERE group_name <> '' AND state IN ('queued', 'running');
+-- Groups with a limit or a pause (queue.Group); other groups have no row.
+-- A claim that counts a group's running jobs locks its row first.
+CREATE TABLE job_groups (
+	name        text PRIMARY KEY,
+	max_running integer NOT NULL DEFAULT 0, -- 0 = unlimited
+	paused      boolean NOT NULL DEFAULT false
+);
+-- The queue-wide switches (queue.QueueState); one row once set.
+CREATE TABLE queue_state (
+	id        integer PRIMARY KEY CHECK (id = 1),
+	paused    boolean NOT NULL DEFAULT false,
+	paused_at timestamptz
+);
+`,
 }
 
 // SchemaVersion is the schema version this paddock writes.

@@ -14,13 +14,13 @@ import (
 	"paddock/queue"
 )
 
-const jobCols = `rid, id, name, state, spec, source_id, reason, created_at, updated_at, finished_at, not_before, deps_pending, attempts, max_attempts, lease_owner, lease_expires, cancel_requested, depends_on, source_path`
+const jobCols = `rid, id, name, state, spec, source_id, reason, created_at, updated_at, finished_at, not_before, deps_pending, attempts, max_attempts, lease_owner, lease_expires, cancel_requested, depends_on, source_path, started_at`
 
 // jobColsOf is jobCols qualified by table alias a.
 func jobColsOf(a string) string {
 	return a + `.rid, ` + a + `.id, ` + a + `.name, ` + a + `.state, ` + a + `.spec, ` + a + `.source_id, ` + a + `.reason, ` + a + `.created_at, ` + a + `.updated_at, ` +
 		a + `.finished_at, ` + a + `.not_before, ` + a + `.deps_pending, ` + a + `.attempts, ` + a + `.max_attempts, ` + a + `.lease_owner, ` + a + `.lease_expires, ` +
-		a + `.cancel_requested, ` + a + `.depends_on, ` + a + `.source_path`
+		a + `.cancel_requested, ` + a + `.depends_on, ` + a + `.source_path, ` + a + `.started_at`
 }
 
 const attemptCols = `number, worker_id, started_at, ended_at, outcome, exit_code, signal, reason, argv, trail, stdout_path, stderr_path, policy_sha256`
@@ -36,9 +36,10 @@ func scanJob(row pgx.Row) (jobRow, error) {
 		spec                                       []byte
 		state                                      string
 		created, updated, finished, notBefore, exp pgtype.Timestamptz
+		started                                    pgtype.Timestamptz
 	)
 	err := row.Scan(&r.rid, &r.ID, &r.Name, &state, &spec, &r.sourceID, &r.Reason, &created, &updated, &finished, &notBefore,
-		&r.DepsPending, &r.AttemptCount, &r.MaxAttempts, &r.LeaseOwner, &exp, &r.CancelRequested, &r.DependsOn, &r.SourcePath)
+		&r.DepsPending, &r.AttemptCount, &r.MaxAttempts, &r.LeaseOwner, &exp, &r.CancelRequested, &r.DependsOn, &r.SourcePath, &started)
 	if err != nil {
 		return r, err
 	}
@@ -49,7 +50,7 @@ func scanJob(row pgx.Row) (jobRow, error) {
 	if len(r.DependsOn) == 0 {
 		r.DependsOn = nil
 	}
-	r.CreatedAt, r.UpdatedAt, r.FinishedAt, r.NotBefore, r.LeaseExpiresAt = ts(created), ts(updated), ts(finished), ts(notBefore), ts(exp)
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt, r.NotBefore, r.LeaseExpiresAt, r.StartedAt = ts(created), ts(updated), ts(finished), ts(notBefore), ts(exp), ts(started)
 	return r, nil
 }
 
