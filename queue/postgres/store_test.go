@@ -216,23 +216,32 @@ func TestPostgresAttemptLogs(t *testing.T) {
 }
 
 // A database at an older schema version is migrated, one version at a
-// time, when opened.
+// time, when opened: from version 1 (before the attempts' output was
+// stored, and before groups), a job that ran keeps its group and gets its
+// newest start from its attempts, and the group's running job counts.
 func TestPostgresMigratesOlderSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.Shared(t).NewDatabase(t, t.Name())
 	st, err := postgres.Open(ctx, url, postgres.Options{})
 	require.NoError(t, err)
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "ran", Command: []string{"true"}, Group: "g"}}})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
 	st.Close()
 	c, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	// Back to version 1: before the attempts' output was stored.
-	_, err = c.Exec(ctx, `DROP TABLE attempt_logs; UPDATE paddock_schema SET version = 1`)
+	_, err = c.Exec(ctx, `DROP TABLE attempt_logs; DROP TABLE job_groups; DROP TABLE queue_state; DROP INDEX jobs_group;
+		ALTER TABLE jobs DROP COLUMN group_name; ALTER TABLE jobs DROP COLUMN started_at;
+		UPDATE paddock_schema SET version = 1`)
 	require.NoError(t, err)
 	st, err = postgres.Open(ctx, url, postgres.Options{})
 	require.NoError(t, err)
 	defer st.Close()
+	require.Equal(t, 1, st.FoundVersion())
 	from, err := st.Migrate(ctx)
 	require.NoError(t, err)
 	require.Equal(t, postgres.SchemaVersion, from)
@@ -241,6 +250,14 @@ func TestPostgresMigratesOlderSchema(t *testing.T) {
 	require.Equal(t, postgres.SchemaVersion, v)
 	_, err = c.Exec(ctx, `SELECT stdout FROM attempt_logs`)
 	require.NoError(t, err)
+	j, err := st.JobGet(ctx, "ran")
+	require.NoError(t, err)
+	require.Len(t, j.Attempts, 1)
+	require.False(t, j.StartedAt.IsZero())
+	require.Equal(t, j.Attempts[0].StartedAt, j.StartedAt, "filled from the attempts")
+	gs, err := st.GroupList(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, []queue.Group{{Name: "g", Running: 1}}, gs)
 }
 
 // A committed batch wakes listeners on other connections once, however
