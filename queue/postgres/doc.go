@@ -7,10 +7,16 @@
 //
 // # Many hosts
 //
-//   - Claims are one statement: the ready rows are picked in claim order
-//     and locked FOR UPDATE SKIP LOCKED, their lease taken and their
-//     attempt opened, so no job is handed to two claimers and claimers do
-//     not wait for each other.
+//   - Claims are one statement while no group has a limit: the ready
+//     rows are picked in claim order and locked FOR UPDATE SKIP LOCKED,
+//     their lease taken and their attempt opened, so no job is handed to
+//     two claimers and claimers do not wait for each other.
+//   - Group limits hold across hosts: with a limit set, a claim locks the
+//     rows of the limited and paused groups FOR UPDATE (in name order),
+//     counts their running jobs after the locks, and selects as above
+//     (queue.ClaimGate), all in one transaction; claimers then take a
+//     group's slots one at a time, and the attempts start at the clock
+//     read after the locks.
 //   - Every write transaction is pinned to READ COMMITTED, whatever the
 //     server's default_transaction_isolation (under SERIALIZABLE, claims
 //     would abort each other); serialization failures (40001), deadlocks
