@@ -14,6 +14,7 @@ import (
 	"paddock/hooks"
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/queue/postgres"
 	"paddock/queue/sqlite"
 	"paddock/runner"
 )
@@ -96,8 +97,47 @@ func (b *bench) hookLatency(ctx context.Context) error {
 	return nil
 }
 
-// queue is scenario 3, on the SQLite store in this process.
+// storeOpener opens the store of a scenario in dir (a scratch directory;
+// a paddock state directory for the reads of the SQLite queue); close
+// releases it.
+type storeOpener func(ctx context.Context, dir string) (st queue.Store, close func(), err error)
+
+// queue is scenario 3 on the SQLite store in this process, and, with
+// --store, on a fresh PostgreSQL database of that server per store (rows
+// prefixed "postgres: "; the reads through the binary run on SQLite
+// only).
 func (b *bench) queue(ctx context.Context) error {
+	sqliteOpen := func(ctx context.Context, dir string) (queue.Store, func(), error) {
+		st, err := sqlite.Open(ctx, filepath.Join(dir, "paddock.db"), sqlite.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	}
+	if err := b.queueOn(ctx, "", sqliteOpen); err != nil {
+		return err
+	}
+	if b.o.store == "" {
+		return nil
+	}
+	pgOpen := func(ctx context.Context, _ string) (queue.Store, func(), error) {
+		url, drop, err := b.pgDatabase(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			drop()
+			return nil, nil, err
+		}
+		return st, func() { st.Close(); drop() }, nil
+	}
+	return b.queueOn(ctx, "postgres: ", pgOpen)
+}
+
+// queueOn measures scenario 3 on the stores open makes, naming rows with
+// prefix; with prefix "" it also times the reads (queueReads).
+func (b *bench) queueOn(ctx context.Context, prefix string, open storeOpener) error {
 	spec := func(i int, prefix string) jobspec.Spec {
 		return jobspec.Spec{Name: fmt.Sprintf("%s%d", prefix, i), Command: []string{"/usr/bin/env", "echo", "job"}, Mode: "workspace_write", Retries: 2, Labels: map[string]string{"batch": "bench"}}
 	}
@@ -116,19 +156,19 @@ func (b *bench) queue(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
+		st, closeStore, err := open(ctx, dir)
 		if err != nil {
 			return err
 		}
 		t0 := time.Now()
 		_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: "bench"})
 		enq10k = append(enq10k, time.Since(t0).Seconds()*1e3)
-		st.Close()
+		closeStore()
 		if err != nil {
 			return err
 		}
 	}
-	b.add("queue", "enqueue a 10,000-job batch", "ms", enq10k, "", "one transaction")
+	b.add("queue", prefix+"enqueue a 10,000-job batch", "ms", enq10k, "", "one transaction")
 
 	// One store grown to 100,000 queued jobs; single-job enqueues are
 	// timed on the empty store and on the full one, claims on the full
@@ -141,11 +181,11 @@ func (b *bench) queue(ctx context.Context) error {
 	if err := os.MkdirAll(big.state, 0o700); err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(big.state, "paddock.db"), sqlite.Options{})
+	st, closeStore, err := open(ctx, big.state)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeStore()
 	const ops = 200
 	single := func(prefix string) ([]float64, error) {
 		var p50s []float64
@@ -168,7 +208,7 @@ func (b *bench) queue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.add("queue", "enqueue 1 job, queue empty", "µs", empty, "", fmt.Sprintf("median of %d per run", ops))
+	b.add("queue", prefix+"enqueue 1 job, queue empty", "µs", empty, "", fmt.Sprintf("median of %d per run", ops))
 	for i := range 10 {
 		if _, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: batch(10_000, fmt.Sprintf("fill%d-", i)), Source: "bench"}); err != nil {
 			return err
@@ -178,7 +218,7 @@ func (b *bench) queue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.add("queue", "enqueue 1 job, 100,000 queued", "µs", full, "enqueue 1 job, queue empty", fmt.Sprintf("median of %d per run; ratio = flatness", ops))
+	b.add("queue", prefix+"enqueue 1 job, 100,000 queued", "µs", full, prefix+"enqueue 1 job, queue empty", fmt.Sprintf("median of %d per run; ratio = flatness", ops))
 	// Claims, in turn within each run: plain; with a group limit in force
 	// (a limited group with slots left makes the claim count each job
 	// against it: the claim's second form); with 1,000 jobs of a full
@@ -257,10 +297,13 @@ func (b *bench) queue(ctx context.Context) error {
 			}
 		}
 	}
-	b.add("queue", "claim 1 job, 100,000 queued, p50", "µs", claims, "", "")
-	b.add("queue", "claim 1 job, 100,000 queued, p99", "µs", claimsP99, "", fmt.Sprintf("%d claims per run", ops))
-	b.add("queue", "claim 1 job, 100,000 queued, a group limit with room, p50", "µs", limited, "claim 1 job, 100,000 queued, p50", "the claim counts each job against the limit")
-	b.add("queue", "claim 1 job, 100,000 queued, 999 of a full group first, p50", "µs", blocked, "claim 1 job, 100,000 queued, p50", "the claim walks past them in its index")
+	b.add("queue", prefix+"claim 1 job, 100,000 queued, p50", "µs", claims, "", "")
+	b.add("queue", prefix+"claim 1 job, 100,000 queued, p99", "µs", claimsP99, "", fmt.Sprintf("%d claims per run", ops))
+	b.add("queue", prefix+"claim 1 job, 100,000 queued, a group limit with room, p50", "µs", limited, prefix+"claim 1 job, 100,000 queued, p50", "the claim counts each job against the limit")
+	b.add("queue", prefix+"claim 1 job, 100,000 queued, 999 of a full group first, p50", "µs", blocked, prefix+"claim 1 job, 100,000 queued, p50", "the claim walks past them in its index")
+	if prefix != "" {
+		return nil
+	}
 	return b.queueReads(ctx, big)
 }
 

@@ -30,6 +30,8 @@
 //     PostgreSQL database from state directories of their own (as
 //     several hosts), with the NOTIFYs they send.
 //
+// With --store, scenario 3 also runs on fresh PostgreSQL databases.
+//
 // It runs the real binaries (--paddock, default bin/paddock) and the
 // example hooks (--hooks-dir, default bin/hooks): build them first with
 // `make build hooks`, or run `make bench`, which does.
@@ -89,7 +91,7 @@ func main() {
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
 	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts", "comma-separated scenarios to run")
 	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
-	flag.StringVar(&o.store, "store", "", "a PostgreSQL server (postgres://USER@HOST/DB, a user with CREATEDB): the hosts scenario also runs on fresh databases there")
+	flag.StringVar(&o.store, "store", "", "a PostgreSQL server (postgres://USER@HOST/DB, a user with CREATEDB): the queue and hosts scenarios also run on fresh databases there")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of an in-process worker running the throughput batch (concurrency 2) to this file, and nothing else")
 	flag.StringVar(&o.workerProfile, "worker-cpuprofile", "", "path prefix: each throughput run's paddock worker writes a CPU profile of its whole run (start-up included) to PREFIX.c<concurrency>.r<run>.pprof; the figures are measured as usual")
