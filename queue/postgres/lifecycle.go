@@ -228,6 +228,12 @@ func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]job
 		var ids any
 		if len(c.JobIDs) > 0 {
 			ids = c.JobIDs
+		} else {
+			for _, q := range claimPrelude {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					return fmt.Errorf("postgres: claim: %w", err)
+				}
+			}
 		}
 		for len(claimed) < c.Limit {
 			want := c.Limit - len(claimed)

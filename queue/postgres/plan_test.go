@@ -15,7 +15,8 @@ import (
 	"paddock/queue"
 )
 
-// The claim reads jobs_ready in claim order and stops at its limit, even
+// The claim (with or without a group limit set) reads jobs_ready in
+// claim order and stops at its limit, even
 // right after a big enqueue, before autovacuum has analyzed the table
 // (the planner then believes it empty and would sort every ready job).
 func TestClaimPlanReadsTheReadyIndexInOrder(t *testing.T) {
@@ -44,6 +45,8 @@ func TestClaimPlanReadsTheReadyIndexInOrder(t *testing.T) {
 	}{
 		{claimReadySQL, claimPrelude, []any{"w", nil, time.Minute.Microseconds(), 1, ""}, "Index Scan using jobs_ready on jobs"},
 		{claimIDsSQL, nil, []any{"w", nil, time.Minute.Microseconds(), 1, "", []string{"x"}}, "jobs_id_key"},
+		// The claim with a group limit (claimCounted) selects the same way.
+		{claimPickSQL, claimPrelude, []any{time.Now(), []string{"full"}, 1, nil}, "Index Scan using jobs_ready on jobs"},
 	} {
 		var plan []string
 		require.NoError(t, s.txClock(ctx, func(tx pgx.Tx) error {
