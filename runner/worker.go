@@ -177,7 +177,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	}
 	lastRecover := time.Now()
 	var lastPrune, lastTick, lastScan, nextDue time.Time
-	var policyErr error // the queue's policy changed under the worker: it stops claiming
+	var policyErr error    // the queue's policy changed under the worker: it stops claiming
+	drainWaitSaid := false // a drain said once that queued jobs cannot start yet
 	for {
 		if time.Since(lastPrune) > pruneInterval {
 			lastPrune = time.Now()
@@ -266,6 +267,12 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 					policyErr = fmt.Errorf("%w: %s", ErrDrainPaused, why)
 					log.Error("cannot drain", "err", policyErr)
 					break
+				}
+				if !drainWaitSaid {
+					// Not an error: they become claimable (a delay, a
+					// dependency, a full group), and the drain waits.
+					drainWaitSaid = true
+					log.Info("draining: waiting for queued jobs that cannot start yet (delayed, waiting on dependencies, or a full group); paddock ls says why", "queued", counts[queue.StateQueued])
 				}
 			}
 		}

@@ -298,3 +298,19 @@ command = "echo manual"
 	require.NoError(t, err)
 	require.Equal(t, string(text), out)
 }
+
+// TestE2EDrainSaysItWaits: a drain with a delayed job waits for it, and
+// says once that queued jobs cannot start yet instead of waiting silently.
+func TestE2EDrainSaysItWaits(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	b.Submit(b.WriteJob("later.toml", "name = \"later\"\nmode = \"read_only\"\ncommand = \"true\"\ndelay = \"1h\"\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cmd := b.Cmd(ctx, "worker", "--drain")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	require.Error(t, err, "the drain is still waiting for the delayed job after 3 s")
+	require.Equal(t, 1, strings.Count(stderr.String(), "draining: waiting for queued jobs that cannot start yet"), stderr.String())
+}
