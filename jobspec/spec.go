@@ -157,6 +157,25 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
+// PlaceKeys moves each problem of err, when it is a *ValidationError,
+// from the line where its job starts to the line of its key in source
+// (the batch's file text; [KeyLines]), where the key can be placed: a
+// delay out of range names the delay's line. Other errors, and an empty
+// source, are left as they are. It returns err.
+func PlaceKeys(err error, source []byte) error {
+	var ve *ValidationError
+	if len(source) == 0 || !errors.As(err, &ve) {
+		return err
+	}
+	at := KeyLines(source)
+	for i, fe := range ve.Errors {
+		if fe.Key != "" && fe.Line > 0 {
+			ve.Errors[i].Line = at(fe.Line, fe.Key)
+		}
+	}
+	return err
+}
+
 // MaxErrorsShown is how many problems ValidationError.Error lists; the
 // rest are counted. A file can hold 100,000 bad names in one after list,
 // and a message of 100,000 lines helps no one.

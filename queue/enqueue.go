@@ -39,7 +39,7 @@ func PlanEnqueue(ps []*JobEnqueueParams) ([]EnqueueBatch, error) {
 			return nil, fmt.Errorf("%w: empty batch", jobspec.ErrInvalid)
 		}
 		if verr := jobspec.Validate(p.SourceLabel(), p.Specs); verr != nil {
-			return nil, verr
+			return nil, jobspec.PlaceKeys(verr, []byte(p.Source))
 		}
 		batches[i].Jobs, batches[i].Schedules = splitScheduled(p)
 	}

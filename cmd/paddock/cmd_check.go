@@ -62,7 +62,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	// schedules only), check refuses too, with the same words.
 	for _, f := range files {
 		if err := jobspec.Validate(f.name, f.specs); err != nil {
-			return usagef("%w", err)
+			return usagef("%w", jobspec.PlaceKeys(err, f.data))
 		}
 	}
 	cfg, stateDir, err := loadConfig(cmd, gopts)

@@ -352,7 +352,7 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 	}{
 		{"hooks.toml", `hooks.toml:3: job "h": hooks: unknown hook "nonexistent-hook"`},
 		{"nocmd.toml", `jobspec: invalid job: nocmd.toml:1: job "x": command: missing`},
-		{"delay.toml", `jobspec: invalid job: delay.toml:`},
+		{"delay.toml", `jobspec: invalid job: delay.toml:3: job "d": delay:`},
 		{"jitter.toml", `jobspec: invalid job: jitter.toml:`},
 	} {
 		_, errOut, code := b.RunIn(b.Dir, "", "check", c.file)
