@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"paddock/internal/testenv"
 )
 
 // Test modules: built from Go sources with GOOS=wasip1 GOARCH=wasm the first
@@ -119,10 +121,7 @@ func buildModules() {
 func requireWat2wasm(tb testing.TB) {
 	tb.Helper()
 	if _, err := exec.LookPath("wat2wasm"); err != nil {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-			tb.Fatalf("wat2wasm is missing and PADDOCK_REQUIRE_BWRAP=1: install Debian's wabt (make test does)")
-		}
-		tb.Skip("wat2wasm is missing: install Debian's wabt (make test does), or set PADDOCK_REQUIRE_BWRAP=1 to fail instead")
+		testenv.Unavailable(tb, "wat2wasm is missing: install Debian's wabt (make test does)")
 	}
 }
 

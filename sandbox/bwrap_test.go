@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"paddock/internal/testenv"
 )
 
 // unavailable ends a test that cannot run here (a kernel feature, a host
@@ -25,11 +27,7 @@ import (
 // PADDOCK_REQUIRE_BWRAP=1 (CI), where nothing may be skipped.
 func unavailable(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-		t.Fatalf("%s, and PADDOCK_REQUIRE_BWRAP=1", msg)
-	}
-	t.Skipf("%s (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", msg)
+	testenv.Unavailable(t, format, args...)
 }
 
 // requireBwrap probes the host and returns the report, or skips the test
@@ -39,10 +37,7 @@ func requireBwrap(t *testing.T) ProbeReport {
 	t.Helper()
 	rep, err := Probe(context.Background())
 	if err != nil {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("bwrap is unusable and PADDOCK_REQUIRE_BWRAP=1: %v (bwrap line %q, hint %q)", err, rep.BwrapLine, rep.Hint)
-		}
-		t.Skipf("bwrap is unusable: %v (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", err)
+		unavailable(t, "bwrap is unusable: %v (bwrap line %q, hint %q)", err, rep.BwrapLine, rep.Hint)
 	}
 	return rep
 }
@@ -52,10 +47,7 @@ func requireBwrap(t *testing.T) ProbeReport {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("this test needs root and PADDOCK_REQUIRE_BWRAP=1 is set")
-		}
-		t.Skipf("this test needs root (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)")
+		unavailable(t, "this test needs root")
 	}
 }
 
@@ -581,7 +573,7 @@ func TestStatus(t *testing.T) {
 func TestNetworkIsolation(t *testing.T) {
 	matrix(t, func(t *testing.T, d Discovery, u who) {
 		if !d.NetworkIsolation {
-			if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+			if testenv.Required() {
 				t.Fatal("network isolation unavailable and PADDOCK_REQUIRE_BWRAP=1")
 			}
 			return

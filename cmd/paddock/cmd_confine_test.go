@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"paddock/internal/e2etest"
+	"paddock/internal/testenv"
 	"paddock/sandbox"
 	"paddock/sandbox/launch"
 )
@@ -100,10 +101,7 @@ func requireBwrapCmd(t *testing.T) {
 	t.Helper()
 	var out bytes.Buffer
 	if err := runProbe(context.Background(), ProbeOptions{}, &GlobalOptions{}, &out); err != nil {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-			t.Fatalf("bwrap is unusable and PADDOCK_REQUIRE_BWRAP=1:\n%s", out.String())
-		}
-		t.Skipf("bwrap is unusable (set PADDOCK_REQUIRE_BWRAP=1 to fail instead):\n%s", out.String())
+		testenv.Unavailable(t, "bwrap is unusable:\n%s", out.String())
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/internal/testenv"
 	"paddock/sandbox"
 )
 
@@ -89,11 +90,7 @@ func Cleanup() {
 // PADDOCK_REQUIRE_BWRAP=1 (CI), where nothing may be skipped.
 func Unavailable(tb testing.TB, format string, args ...any) {
 	tb.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-		tb.Fatalf("%s, and PADDOCK_REQUIRE_BWRAP=1", msg)
-	}
-	tb.Skipf("%s (set PADDOCK_REQUIRE_BWRAP=1 to fail instead)", msg)
+	testenv.Unavailable(tb, format, args...)
 }
 
 // RequireBwrap probes the host and returns the report. When bwrap is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/internal/testenv"
 	"paddock/sandbox"
 )
 
@@ -86,7 +87,7 @@ func TestEscapeSuite(t *testing.T) {
 	rep := RequireBwrap(t)
 	grades := []sandbox.Grade{sandbox.GradeFull, sandbox.GradePartial}
 	if rep.Grade == sandbox.GradePartial {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
+		if testenv.Required() {
 			t.Fatalf("this host supports only the partial grade and PADDOCK_REQUIRE_BWRAP=1: the full grade cannot be checked")
 		}
 		t.Logf("this host supports only the partial grade: the full grade is not checked")

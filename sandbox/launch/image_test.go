@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"paddock/internal/testenv"
 )
 
 // TestMain makes this test binary the Go launcher, as paddock's main
@@ -36,7 +38,7 @@ func imageFile(t *testing.T) *os.File {
 	img, err := Image()
 	if runtime.GOARCH != "amd64" {
 		require.Error(t, err)
-		t.Skip("no launcher image on " + runtime.GOARCH)
+		testenv.Unavailable(t, "no launcher image on %s", runtime.GOARCH)
 	}
 	require.NoError(t, err)
 	fd, err := unix.MemfdCreate("paddock-launch-test", unix.MFD_CLOEXEC)
@@ -107,10 +109,7 @@ func requireLandlock(t *testing.T) int {
 	t.Helper()
 	abi := LandlockABI()
 	if abi == 0 {
-		if os.Getenv("PADDOCK_REQUIRE_BWRAP") == "1" {
-			t.Fatal("this kernel has no usable Landlock, and PADDOCK_REQUIRE_BWRAP=1 requires it")
-		}
-		t.Skip("no usable Landlock on this kernel")
+		testenv.Unavailable(t, "no usable Landlock on this kernel")
 	}
 	return abi
 }
