@@ -265,3 +265,22 @@ func (p *ScheduleUpsertParams) Check() error {
 	}
 	return jobspec.Validate(p.SourceLabel(), p.Specs)
 }
+
+// CheckPolicyDigest is a claim's policy rule, for every store: it fails
+// with [ErrPolicyChanged] unless want, the digest the claimer enforces,
+// is have, the stored policy's ("" for none: the defaults). The message
+// names both.
+func CheckPolicyDigest(have, want string) error {
+	if have != want {
+		return fmt.Errorf("%w: the queue's policy is %s, the claimer's %s", ErrPolicyChanged, policyDigestName(have), policyDigestName(want))
+	}
+	return nil
+}
+
+// policyDigestName is a policy digest for a message.
+func policyDigestName(d string) string {
+	if d == "" {
+		return "the defaults (none set)"
+	}
+	return "sha256 " + d
+}

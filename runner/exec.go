@@ -353,11 +353,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// mount could pin is undone before anything else is reported.
 	tampered := ""
 	if confined {
-		tampered = restoreLinks(policy.ProtectedLinks(), job.ID)
-		if created := sandbox.MoveCreated(policy.ProtectAbsent(), job.ID); created != "" {
-			tampered = strings.TrimPrefix(tampered+"; "+created, "; ")
-		}
-		sandbox.RemovePlaceholders(policy.ProtectPlaceholders())
+		tampered = policy.AfterCommand(job.ID)
 	}
 	if run.err != nil {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())

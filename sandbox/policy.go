@@ -131,39 +131,24 @@ func (p Policy) Protected() []string {
 	return out
 }
 
-// ProtectPlaceholders returns the protected paths that did not exist when
-// the policy was built, deepest first: bwrap makes each on the host as the
-// mount point that covers it (an empty directory, or an empty file), and
-// the caller removes those still empty once the command has ended
-// ([RemovePlaceholders]).
-func (p Policy) ProtectPlaceholders() []string {
+// protectPathsOf returns the protected paths of kind k, deepest first:
+// the placeholders bwrap made (protectNewDir), removed after the command
+// ([removePlaceholders]), or the missing paths watched (protectAbsent),
+// whose creation is undone after it ([moveCreated]).
+func (p Policy) protectPathsOf(k protectKind) []string {
 	var out []string
 	for _, m := range slices.Backward(p.protect) {
-		if m.kind == protectNewDir {
+		if m.kind == k {
 			out = append(out, m.path)
 		}
 	}
 	return out
 }
 
-// ProtectAbsent returns the protected paths directly in a writable root
-// that did not exist when the policy was built: nothing covers them while
-// the command runs, and the caller moves aside what it created there
-// once it has ended ([MoveCreated]).
-func (p Policy) ProtectAbsent() []string {
-	var out []string
-	for _, m := range p.protect {
-		if m.kind == protectAbsent {
-			out = append(out, m.path)
-		}
-	}
-	return out
-}
-
-// ProtectedLinks returns the symlinks inside the writable roots that lead
+// protectedLinks returns the symlinks inside the writable roots that lead
 // to protected paths (see [ProtectedLink]): the caller checks each after
 // the command has ended.
-func (p Policy) ProtectedLinks() []ProtectedLink { return slices.Clone(p.links) }
+func (p Policy) protectedLinks() []ProtectedLink { return slices.Clone(p.links) }
 
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only

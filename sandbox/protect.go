@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,14 +32,14 @@ const (
 	protectFile
 	// protectNewDir is a protected directory that does not exist: an
 	// empty read-only tmpfs is mounted there (bwrap makes the mount
-	// point, an empty directory on the host, which RemovePlaceholders
+	// point, an empty directory on the host, which removePlaceholders
 	// removes after the command).
 	protectNewDir
 	// protectAbsent is a missing protected file (.bashrc, .gitmodules,
 	// .git/commondir in a project without them), or a missing directory
 	// directly in a writable root: nothing is mounted, and once the
 	// command has ended whatever it created there is moved aside and the
-	// attempt denied ([MoveCreated]).
+	// attempt denied ([moveCreated]).
 	protectAbsent
 )
 
@@ -103,9 +104,9 @@ const maxGitFile = 4096
 // protected too. A path that resolves outside every writable root is
 // read-only already and needs nothing. One that does not exist is covered
 // when its parent directory does: bwrap makes the mount point on the
-// host, which [Policy.ProtectPlaceholders] names for the caller to
+// host, which [Policy.protectPathsOf] names for the caller to
 // remove after the job. Directly in a writable root it is watched instead
-// ([Policy.ProtectAbsent], [MoveCreated]); see docs/policy.md.
+// ([Policy.protectPathsOf], [moveCreated]); see docs/policy.md.
 //
 // # Errors
 //
@@ -376,8 +377,8 @@ func readLine(path string) (string, bool) {
 	return s, s != "" && !strings.ContainsRune(s, 0)
 }
 
-// RemovePlaceholders removes what bwrap left on the host as the mount
-// points of protected paths that did not exist ([Policy.ProtectPlaceholders]):
+// removePlaceholders removes what bwrap left on the host as the mount
+// points of protected paths that did not exist ([Policy.protectPathsOf]):
 // each one that is still an empty regular file or an empty directory.
 // Anything else, something a process put there since, is kept. Each is
 // removed in its directory opened without following a symlink
@@ -385,7 +386,7 @@ func readLine(path string) (string, bool) {
 // symlink makes it keep the placeholder, never remove elsewhere. Errors
 // are ignored: a placeholder left is an empty file or directory. Call it
 // once every process of the command has ended.
-func RemovePlaceholders(paths []string) {
+func removePlaceholders(paths []string) {
 	for _, p := range paths {
 		dir, err := OpenNoSymlinks(filepath.Dir(p))
 		if err != nil {
@@ -407,15 +408,15 @@ func RemovePlaceholders(paths []string) {
 	}
 }
 
-// MoveCreated moves aside what the command created at paths that were
-// protected and did not exist ([Policy.ProtectAbsent]): each is renamed
+// moveCreated moves aside what the command created at paths that were
+// protected and did not exist ([Policy.protectPathsOf]): each is renamed
 // to PATH.paddock-created-JOBID (a number added when that exists) in its
 // directory, opened without following a symlink ([OpenNoSymlinks]), with
 // RENAME_NOREPLACE, so nothing outside it is touched. It returns one
 // sentence per path it found, for the attempt's reason, or "" when the
 // command created none. Call it once every process of the command has
 // ended.
-func MoveCreated(paths []string, jobID string) string {
+func moveCreated(paths []string, jobID string) string {
 	var out []string
 	for _, p := range paths {
 		dir, err := OpenNoSymlinks(filepath.Dir(p))
@@ -423,13 +424,9 @@ func MoveCreated(paths []string, jobID string) string {
 			continue // the directory itself went: nothing is at p
 		}
 		dfd, base := int(dir.Fd()), filepath.Base(p)
-		exists := func(name string) bool {
-			var st unix.Stat_t
-			return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-		}
-		if exists(base) {
+		if existsAt(dfd, base) {
 			msg := fmt.Sprintf("the job created the protected path %s", p)
-			if aside, err := MoveAside(dfd, base, "paddock-created", jobID); err != nil {
+			if aside, err := moveAside(dfd, base, "paddock-created", jobID); err != nil {
 				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
 			} else {
 				msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
@@ -451,25 +448,109 @@ func asideName(dfd int, base, tag, jobID string) string {
 	if len(name)+12 > unix.NAME_MAX {
 		name = "." + tag + "-" + jobID
 	}
-	taken := func(n string) bool {
-		var st unix.Stat_t
-		return unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-	}
 	aside := name
-	for i := 2; taken(aside); i++ {
+	for i := 2; existsAt(dfd, aside); i++ {
 		aside = name + "." + strconv.Itoa(i)
 	}
 	return aside
 }
 
-// MoveAside renames base, in the directory open as dfd, to a free name
+// moveAside renames base, in the directory open as dfd, to a free name
 // ([asideName]: base.TAG-JOBID, shortened for a long base) with
 // RENAME_NOREPLACE, and returns that name. Nothing outside the directory
 // is touched.
-func MoveAside(dfd int, base, tag, jobID string) (string, error) {
+func moveAside(dfd int, base, tag, jobID string) (string, error) {
 	aside := asideName(dfd, base, tag, jobID)
 	if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
 		return "", err
 	}
 	return aside, nil
+}
+
+// existsAt reports whether name is an entry of the directory open as dfd
+// (not following a symlink).
+func existsAt(dfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// AfterCommand settles what a command run under p did to its protected
+// paths, once every process of it has ended: a symlink that led to a
+// protected path and was replaced is put back ([ProtectedLink]), what it
+// created at a protected path that did not exist is moved aside
+// ([moveCreated]), and the placeholders bwrap made are removed
+// ([removePlaceholders]). It returns what it found, one sentence per
+// path for the attempt's reason, or "" when the command touched none; a
+// caller denies the attempt when it is not "". Everything is done in the
+// paths' directories opened without following a symlink: the caller may
+// be root, the tree is the command's.
+func (p Policy) AfterCommand(jobID string) string {
+	var found []string
+	for _, s := range []string{restoreLinks(p.links, jobID), moveCreated(p.protectPathsOf(protectAbsent), jobID)} {
+		if s != "" {
+			found = append(found, s)
+		}
+	}
+	removePlaceholders(p.protectPathsOf(protectNewDir))
+	return strings.Join(found, "; ")
+}
+
+// restoreLinks checks, once a job's processes have all ended, the
+// symlinks inside its writable roots that led to protected paths
+// ([Policy.protectedLinks]): a link cannot be pinned by a mount,
+// so a job may have renamed it and put a directory of its own in its
+// place (a .git with its own hooks, which git on the host would run).
+// Each link found changed is put back as it was, and what the job left at
+// its path is moved aside to PATH.paddock-replaced-JOBID (a number is
+// added when that exists). It returns what it found and did, as one
+// sentence per link for the attempt's reason, or "" when every link is
+// unchanged.
+//
+// The worker may be root and the tree is the job's: every step works in
+// the link's directory opened without following a symlink
+// ([OpenNoSymlinks]), never by path, so a job that turned a
+// directory on the way into a symlink to elsewhere (/etc) makes the
+// restore refuse, not rename or create there.
+func restoreLinks(links []ProtectedLink, jobID string) string {
+	var out []string
+	for _, l := range links {
+		if l.Unchanged() {
+			continue
+		}
+		msg := fmt.Sprintf("the job replaced the symlink %s (it leads to a protected path)", l.Path)
+		did, err := restoreLink(l, jobID)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s; %v: check it before running git there", msg, err))
+			continue
+		}
+		out = append(out, msg+did)
+	}
+	return strings.Join(out, "; ")
+}
+
+// restoreLink puts l back in its directory, moving aside what is there,
+// and says what it did.
+func restoreLink(l ProtectedLink, jobID string) (string, error) {
+	dir, err := OpenNoSymlinks(filepath.Dir(l.Path))
+	if err != nil {
+		return "", fmt.Errorf("its directory is no longer the one it was (%w), so nothing was changed", err)
+	}
+	defer dir.Close()
+	dfd := int(dir.Fd())
+	base := filepath.Base(l.Path)
+	did := ""
+	if existsAt(dfd, base) {
+		aside, err := moveAside(dfd, base, "paddock-replaced", jobID)
+		if err != nil {
+			return "", fmt.Errorf("moving what is there aside failed: %w", err)
+		}
+		did = "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)
+	}
+	if err := unix.Symlinkat(l.Target, dfd, base); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return "", fmt.Errorf("putting the link back failed: something was created there again")
+		}
+		return "", fmt.Errorf("putting the link back failed: %w", err)
+	}
+	return did + "; paddock put the link back (-> " + l.Target + ")", nil
 }

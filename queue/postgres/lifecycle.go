@@ -139,7 +139,7 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 				return fmt.Errorf("postgres: claim: %w", err)
 			}
 			limited = limited && !paused
-			return policyMatches(have, c.PolicySHA256)
+			return queue.CheckPolicyDigest(have, c.PolicySHA256)
 		})
 		if err != nil || !limited {
 			return nil, err
@@ -174,7 +174,7 @@ func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]job
 		if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &limited); err != nil {
 			return fmt.Errorf("postgres: claim: %w", err)
 		}
-		if err := policyMatches(have, c.PolicySHA256); err != nil || paused {
+		if err := queue.CheckPolicyDigest(have, c.PolicySHA256); err != nil || paused {
 			return err
 		}
 		rows, err := tx.Query(ctx, claimGroupsSQL)

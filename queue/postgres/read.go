@@ -233,20 +233,3 @@ func (s *Store) PolicySet(ctx context.Context, p *queue.PolicySetParams) (queue.
 	}
 	return out, nil
 }
-
-// policyMatches fails with queue.ErrPolicyChanged unless want is have,
-// the stored policy's digest ("" when none is stored).
-func policyMatches(have, want string) error {
-	if have != want {
-		return fmt.Errorf("%w: the queue's policy is %s, the claimer's %s", queue.ErrPolicyChanged, digestName(have), digestName(want))
-	}
-	return nil
-}
-
-// digestName is a policy digest for a message.
-func digestName(d string) string {
-	if d == "" {
-		return "the defaults (none set)"
-	}
-	return "sha256 " + d
-}

@@ -27,7 +27,7 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		if err != nil {
 			return err
 		}
-		if err := checkPolicy(policy, p.PolicySHA256); err != nil {
+		if err := queue.CheckPolicyDigest(policy, p.PolicySHA256); err != nil {
 			return err
 		}
 		if gate.Paused() {

@@ -1,4 +1,4 @@
-package runner
+package sandbox
 
 import (
 	"os"
@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"paddock/sandbox"
 )
 
 // TestRestoreLinksStaysInItsDirectory: a job that replaced a protected
@@ -25,10 +23,10 @@ func TestRestoreLinksStaysInItsDirectory(t *testing.T) {
 	}
 	require.NoError(t, os.Symlink(real, filepath.Join(ws, "repo", ".git")))
 	require.NoError(t, os.Symlink(real, filepath.Join(ws, "top", ".git")))
-	p, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws,
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws,
 		Protect: []string{"repo/.git/hooks/", "top/.git/hooks/"}})
 	require.NoError(t, err)
-	links := p.ProtectedLinks()
+	links := p.protectedLinks()
 	require.Len(t, links, 2)
 
 	// The job: repo/ becomes a symlink to a directory outside that has a
@@ -67,12 +65,12 @@ func TestRestoreLinkWithALongName(t *testing.T) {
 	long := strings.Repeat("L", 240)
 	require.NoError(t, os.Symlink(real, filepath.Join(ws, long)))
 	require.NoError(t, os.Symlink(long, filepath.Join(ws, ".git")))
-	p, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/hooks/"}})
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/hooks/"}})
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(filepath.Join(ws, long)))
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, long, "hooks"), 0o755))
 
-	msg := restoreLinks(p.ProtectedLinks(), "J2")
+	msg := restoreLinks(p.protectedLinks(), "J2")
 	require.Contains(t, msg, "paddock put the link back", msg)
 	target, err := os.Readlink(filepath.Join(ws, long))
 	require.NoError(t, err)
