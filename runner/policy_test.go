@@ -27,6 +27,8 @@ func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
 		"mistyped marker": {"protect = [\"@defualt\"]\n", `p.toml:1: protect: unknown entry "@defualt" (did you mean "@default"?)`},
 		"hide marker":     {"hide = [\"@defaults\"]\n", `p.toml:1: hide: unknown entry "@defaults"`},
 		"protect /":       {"protect = [\"/\"]\n", `p.toml:1: protect: "/" would protect a writable root`},
+		"protect ~/":      {"protect = [\"~/\"]\n", `p.toml:1: protect: "~/" would protect a writable root`},
+		"hide /":          {"hide = [\"/\"]\n", `p.toml:1: hide: "/" would hide what every job runs from`},
 		"protect ..":      {"protect = [\"../x\"]\n", `p.toml:1: protect: "../x" would protect`},
 		"~user":           {"hide = [\"~root/.ssh\"]\n", `only ~/ (the worker's home) is expanded`},
 		"root not exists": {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
