@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,13 +59,6 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	if err != nil {
 		return err
 	}
-	// What submit, run and the inbox refuse (ranges, keys that apply to
-	// schedules only), check refuses too, with the same words.
-	for _, f := range files {
-		if err := jobspec.Validate(f.name, f.specs); err != nil {
-			return usagef("%w", jobspec.PlaceKeys(err, f.data))
-		}
-	}
 	cfg, stateDir, err := loadConfig(cmd, gopts)
 	if err != nil {
 		return err
@@ -80,6 +74,13 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		if err := a.loadPolicy(ctx); err != nil {
 			return err
 		}
+	}
+	// What submit, run and the inbox refuse (ranges, keys that apply to
+	// schedules only, an after naming nothing), check
+	// refuses too, with the same words: the enqueue's own planning, asking
+	// the queue when there is one.
+	if err := planAsEnqueue(ctx, a, files); err != nil {
+		return usagef("%w", err)
 	}
 	// As submit and run refuse the file (hooks it names that the chain
 	// lacks), so does check. The policy's ceilings are reported per job.
@@ -202,4 +203,45 @@ func printCheck(w io.Writer, r checkResult) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "  error     %s\n", r.Error)
 	}
+}
+
+// planAsEnqueue plans files' batches as an enqueue would (queue.PlanEnqueue
+// and PlanDeps), resolving `after` in a's store when it has one open and
+// in an empty queue otherwise, and returns the enqueue's refusal, if any;
+// names held by live jobs are not refused.
+func planAsEnqueue(ctx context.Context, a *app, files []parsedFile) error {
+	ps := make([]*queue.JobEnqueueParams, len(files))
+	for i, f := range files {
+		ps[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path, SourceName: f.name}
+	}
+	batches, err := queue.PlanEnqueue(ps)
+	if err != nil {
+		return err
+	}
+	get := func(ref string) (queue.Job, bool, error) {
+		if a.store == nil {
+			return queue.Job{}, false, nil
+		}
+		j, err := a.store.JobGet(ctx, ref)
+		if errors.Is(err, queue.ErrNotFound) {
+			return queue.Job{}, false, nil
+		}
+		return j, err == nil, err
+	}
+	look := queue.EnqueueLookup{
+		Resolve: func(ref string) (queue.StoredJob, bool, error) {
+			j, found, err := get(ref)
+			return queue.StoredJob{ID: j.ID, Name: j.Name, State: j.State}, found, err
+		},
+		// A name held by a queued job is the queue's state, not the
+		// file's: check says what the file would do, so it does not
+		// refuse that (submit does, while the job is live).
+		Held: func([]string) (map[string]queue.StoredJob, error) { return nil, nil },
+	}
+	for _, b := range batches {
+		if _, err := b.PlanDeps(look); err != nil {
+			return err
+		}
+	}
+	return nil
 }

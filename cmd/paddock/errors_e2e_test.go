@@ -346,6 +346,7 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 	b.WriteJob("nocmd.toml", "name = \"x\"\n")
 	b.WriteJob("delay.toml", "name = \"d\"\ncommand = \"true\"\ndelay = \"100000h\"\n")
 	b.WriteJob("jitter.toml", "name = \"j\"\ncommand = \"true\"\njitter = \"5m\"\n")
+	b.WriteJob("after.toml", "name = \"m\"\ncommand = \"true\"\nafter = [\"nosuch\"]\n")
 	for _, c := range []struct {
 		file string
 		want string // the problem, after "paddock: " and before the newline
@@ -354,6 +355,7 @@ func TestE2ECheckBadFileNotEnqueueWording(t *testing.T) {
 		{"nocmd.toml", `jobspec: invalid job: nocmd.toml:1: job "x": command: missing`},
 		{"delay.toml", `jobspec: invalid job: delay.toml:3: job "d": delay:`},
 		{"jitter.toml", `jobspec: invalid job: jitter.toml:`},
+		{"after.toml", `jobspec: invalid job: after.toml:3: job "m": after: "nosuch" names no job in this file and no id or name in the queue`},
 	} {
 		_, errOut, code := b.RunIn(b.Dir, "", "check", c.file)
 		require.Equal(t, 2, code, "check %s: %s", c.file, errOut)
