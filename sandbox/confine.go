@@ -196,8 +196,16 @@ func Build(cp ConfineParams) ([]string, error) {
 			out = append(out, bind, m.path, m.path)
 		}
 	}
+	// A hidden directory inside a root is made read-only, so that a
+	// job's writes there fail rather than vanish with the tmpfs; one
+	// outside every root stays a private, writable tmpfs (the job's
+	// writes reach nothing, as in /tmp, and the Landlock layer refuses
+	// them anyway): --remount-ro is the costliest bwrap option (it reads
+	// the whole mount table), and a fence pays for each one on every job.
 	for _, h := range p.hide {
-		out = append(out, "--remount-ro", h)
+		if slices.ContainsFunc(roots, func(r string) bool { return Within(h, r) }) {
+			out = append(out, "--remount-ro", h)
+		}
 	}
 	out = appendProtect(out, p.protect, cp)
 	for _, u := range cp.ungranted {

@@ -28,7 +28,7 @@ func TestConfineCoversKernelPaths(t *testing.T) {
 	require.NoError(t, err)
 	joined := strings.Join(got, " ")
 	// /proc/sys and /proc/irq by the read-only /proc, after its masks.
-	require.Contains(t, joined, "--proc /proc --ro-bind /sys/kernel/x /sys/kernel/x --ro-bind /dev/null /proc/kcore --tmpfs /proc/acpi --remount-ro /proc/acpi --tmpfs /sys/firmware --remount-ro /sys/firmware --remount-ro /proc --tmpfs /tmp")
+	require.Contains(t, joined, "--proc /proc --ro-bind /sys/kernel/x /sys/kernel/x --ro-bind /dev/null /proc/kcore --tmpfs /proc/acpi --tmpfs /sys/firmware --remount-ro /proc --tmpfs /tmp")
 	require.NotContains(t, joined, "--ro-bind /proc/sys")
 
 	d.Grade = GradePartial
@@ -36,7 +36,7 @@ func TestConfineCoversKernelPaths(t *testing.T) {
 	got, err = ConfineWith([]string{"true"}, p, d)
 	require.NoError(t, err)
 	joined = strings.Join(got, " ")
-	require.Contains(t, joined, "--tmpfs /proc --remount-ro /proc --tmpfs /dev/shm --tmpfs /sys/firmware --remount-ro /sys/firmware --tmpfs /tmp")
+	require.Contains(t, joined, "--tmpfs /proc --remount-ro /proc --tmpfs /dev/shm --tmpfs /sys/firmware --tmpfs /tmp")
 	require.NotContains(t, joined, "/proc/sys")
 	require.NotContains(t, joined, "/proc/acpi")
 
@@ -72,7 +72,8 @@ func TestConfineHideAndDescriptors(t *testing.T) {
 	}
 
 	// read_only over a tree that holds the hidden directory: the root is
-	// bound first, the tmpfs then covers the hidden directory inside it.
+	// bound first, the tmpfs then covers the hidden directory inside it,
+	// read-only since it is inside a root.
 	p, err := NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: home, Network: true, Hide: []string{state}})
 	require.NoError(t, err)
 	got, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
@@ -81,14 +82,15 @@ func TestConfineHideAndDescriptors(t *testing.T) {
 
 	// A workspace inside the hidden directory is bound back over the
 	// tmpfs; a writable root elsewhere keeps its place. Descriptors
-	// replace the sources.
+	// replace the sources. The hidden directory is in no root: its tmpfs
+	// is the job's own and is not remounted.
 	p, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: own, Writable: []string{extra}, Network: true, Hide: []string{state, state}})
 	require.NoError(t, err)
 	require.Equal(t, []string{own, extra}, p.Roots())
 	require.Equal(t, []string{state}, p.Hide())
 	got, err = Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d, RootFDs: []int{4, 5}})
 	require.NoError(t, err)
-	require.Equal(t, "--bind-fd 5 "+extra+" --tmpfs "+state+" --bind-fd 4 "+own+" --remount-ro "+state+" --chdir "+own+" -- true", tail(got))
+	require.Equal(t, "--bind-fd 5 "+extra+" --tmpfs "+state+" --bind-fd 4 "+own+" --chdir "+own+" -- true", tail(got))
 
 	// Wrong descriptor counts and standard streams are refused.
 	_, err = Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d, RootFDs: []int{4}})
@@ -128,7 +130,7 @@ func TestConfineHideFiles(t *testing.T) {
 	got, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
 	require.NoError(t, err)
 	s := strings.Join(got, " ")
-	require.Contains(t, s, "--bind "+ws+" "+ws+" --tmpfs "+secrets+" --remount-ro "+secrets+" --ro-bind /dev/null "+inWS+" --chdir ")
+	require.Contains(t, s, "--bind "+ws+" "+ws+" --tmpfs "+secrets+" --ro-bind /dev/null "+inWS+" --chdir ")
 
 	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, HideFiles: []string{secrets}})
 	require.ErrorIs(t, err, ErrBadPath)

@@ -28,7 +28,9 @@ type KernelPaths struct {
 	// MaskedFiles are covered with /dev/null bound read-only and nodev:
 	// opening them fails.
 	MaskedFiles []string `json:"masked_files,omitempty"`
-	// MaskedDirs are covered with an empty read-only tmpfs.
+	// MaskedDirs are covered with an empty tmpfs of the job's own: what
+	// a job writes there reaches no kernel interface and ends with the
+	// job (and the Landlock layer refuses it).
 	MaskedDirs []string `json:"masked_dirs,omitempty"`
 	// PrivateDirs get a fresh, empty, writable tmpfs at the partial grade,
 	// whose /dev is the host's (read-only): /dev/shm and /dev/mqueue would
@@ -146,7 +148,7 @@ func (kp KernelPaths) appendCover(out []string, g Grade) []string {
 	}
 	for _, p := range kp.MaskedDirs {
 		if g == GradeFull || !Within(p, "/proc") {
-			out = append(out, "--tmpfs", p, "--remount-ro", p)
+			out = append(out, "--tmpfs", p)
 		}
 	}
 	if g == GradeFull {

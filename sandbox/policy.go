@@ -45,8 +45,10 @@ type PolicyParams struct {
 	// checked like Workspace; duplicates are dropped. Defaults to none.
 	Writable []string
 	// Hide are directories made invisible to the command: each is covered
-	// with an empty read-only tmpfs after the read-only root and before
-	// any workspace or writable root inside it is bound back (paddock
+	// with an empty tmpfs after the read-only root and before any
+	// workspace or writable root inside it is bound back, read-only when
+	// it lies inside a root (elsewhere the job's writes to it reach
+	// nothing outside the sandbox, as in /tmp) (paddock
 	// hides its state directory this way, and binds a job's own default
 	// workspace back inside it). Canonicalised like Workspace; they must
 	// exist and be directories; "/", system directories and anything
@@ -250,8 +252,9 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 			return Policy{}, err
 		}
 		out.links = links
-		// What is hidden is out of reach already, and its read-only tmpfs
-		// could take no mount point.
+		// What is hidden is out of reach already, and a hidden directory
+		// inside a root is a read-only tmpfs that could take no mount
+		// point.
 		// (A root bound back inside a hidden directory shows its paths
 		// again: what counts is the deepest of the two around a path.)
 		out.protect = slices.DeleteFunc(pm, func(m protectMount) bool {
