@@ -78,21 +78,48 @@ type Executor struct {
 	launcher   *os.File
 
 	devNodesOnce sync.Once
-	devNodesDir  string
+	devNodes     deviceNodes
 	devNodesErr  error
 }
 
-// deviceNodes returns the directory of substitute device nodes for
-// confined jobs ([Fence.DeviceNodes]), made at the first confined job
-// ([sandbox.PrepareDeviceNodes]); "" when the fence has none (a worker
-// that is not root: its jobs own none of the host's nodes).
-func (e *Executor) deviceNodes() (string, error) {
+// deviceNodes is how a worker's confined jobs get substitutes for the
+// host's device nodes: none (dir ""), started in ns (the argv binds
+// none), or, where the namespace could not be made, bound by the argv
+// (ns nil).
+type deviceNodes struct {
+	dir string
+	ns  *sandbox.DeviceNamespace
+}
+
+// argvDir is the [sandbox.ConfineParams].DeviceNodes for jobs: dir when
+// the argv must bind the substitutes itself.
+func (d deviceNodes) argvDir() string {
+	if d.ns != nil {
+		return ""
+	}
+	return d.dir
+}
+
+// deviceNodes returns the substitute device nodes for confined jobs
+// ([Fence.DeviceNodes]), made at the first confined job
+// ([sandbox.PrepareDeviceNodes]) with the namespace that starts jobs
+// over them ([sandbox.NewDeviceNamespace]); dir "" when the fence has
+// none (a worker that is not root: its jobs own none of the host's
+// nodes). A namespace that cannot be made (no CAP_SYS_ADMIN) leaves the
+// binds to the argv.
+func (e *Executor) deviceNodes() (deviceNodes, error) {
 	e.devNodesOnce.Do(func() {
-		if e.devNodesDir = e.fence().DeviceNodes(); e.devNodesDir != "" {
-			e.devNodesErr = sandbox.PrepareDeviceNodes(e.devNodesDir)
+		dir := e.fence().DeviceNodes()
+		if dir == "" {
+			return
 		}
+		if e.devNodesErr = sandbox.PrepareDeviceNodes(dir); e.devNodesErr != nil {
+			return
+		}
+		e.devNodes.dir = dir
+		e.devNodes.ns, _ = sandbox.NewDeviceNamespace(dir)
 	})
-	return e.devNodesDir, e.devNodesErr
+	return e.devNodes, e.devNodesErr
 }
 
 // launcherFile returns e.Launcher, or [sandbox.OpenLauncher]'s for grade
@@ -293,13 +320,13 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 			}
 		}
 	}
-	var devNodes string
+	var devNodes deviceNodes
 	if confined {
 		if devNodes, err = e.deviceNodes(); err != nil {
 			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 		}
 	}
-	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes})
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes.argvDir()})
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
@@ -622,11 +649,12 @@ type spawnParams struct {
 	inherited sandbox.Inherited
 	stdout    io.Writer
 	stderr    io.Writer
-	// devNodes, when not "", holds the substitute device nodes
-	// ([Fence.DeviceNodes]): the job's stdin is its null, not the host's
-	// /dev/null, which a job running as host root would own and could
-	// fchmod(2) through the descriptor.
-	devNodes string
+	// devNodes, when its dir is not "", are the substitute device nodes
+	// ([Fence.DeviceNodes]): the job's stdin is their null, not the
+	// host's /dev/null, which a job running as host root would own and
+	// could fchmod(2) through the descriptor; and bwrap starts in their
+	// namespace when there is one.
+	devNodes deviceNodes
 	timeout  time.Duration
 	cancel   <-chan struct{}
 	ended    func() // called when the job's processes have ended (ExecParams.Ended)
@@ -656,8 +684,8 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	cmd.Dir = p.cwd
 	cmd.Env = p.env
 	cmd.Stdin = nil // os/exec opens the host's /dev/null
-	if p.devNodes != "" {
-		null, err := os.Open(sandbox.DevNull(p.devNodes))
+	if p.devNodes.dir != "" {
+		null, err := os.Open(sandbox.DevNull(p.devNodes.dir))
 		if err != nil {
 			return spawnResult{err: fmt.Errorf("stdin: %w", err)}
 		}
@@ -690,7 +718,11 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		in.Status = statusW
 		cmd.ExtraFiles = in.ExtraFiles()
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if p.devNodes.ns != nil {
+		start = func() error { return p.devNodes.ns.Start(cmd) }
+	}
+	if err := start(); err != nil {
 		if statusW != nil {
 			statusW.Close()
 		}

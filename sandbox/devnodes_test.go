@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,4 +93,65 @@ func indexPair(argv []string, a, b string) int {
 		}
 	}
 	return -1
+}
+
+// TestDeviceNamespace: a process started in the namespace sees the
+// substitutes at the host's node paths, and so does bwrap's --dev (no
+// bind of its own in the argv), while the host's nodes are untouched; a
+// mount made on the host afterwards under a shared mount still appears
+// there (slave propagation), and one made in the namespace never reaches
+// the host.
+func TestDeviceNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		unavailable(t, "a mount namespace needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, PrepareDeviceNodes(dir))
+
+	// A shared mount made before the namespace, to see propagation.
+	shared := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", shared, "tmpfs", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("", shared, "", unix.MS_SHARED, ""))
+	require.NoError(t, os.Mkdir(filepath.Join(shared, "later"), 0o755))
+
+	ns, err := NewDeviceNamespace(dir)
+	require.NoError(t, err)
+
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, ns.Start(cmd))
+		require.NoError(t, cmd.Wait(), out.String())
+		return out.String()
+	}
+	owners := strings.Repeat("65534\n", len(substituteNodes))
+	paths := make([]string, len(substituteNodes))
+	for i, n := range substituteNodes {
+		paths[i] = "/dev/" + n
+	}
+	require.Equal(t, owners, run("stat", append([]string{"-c", "%u"}, paths...)...))
+	for _, p := range paths {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(p, &st))
+		require.NotEqual(t, uint32(nobodyID), st.Uid, "the host's %s", p)
+	}
+
+	// The host's mount appears in the namespace; the namespace's own
+	// binds did not appear on the host (checked above).
+	require.NoError(t, unix.Mount("tmpfs", filepath.Join(shared, "later"), "tmpfs", 0, "mode=0700"))
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(shared, "later"), unix.MNT_DETACH) })
+	require.Equal(t, "700\n", run("stat", "-c", "%a", filepath.Join(shared, "later")))
+
+	// bwrap started there binds the substitutes with --dev.
+	rep := requireBwrap(t)
+	if rep.Discovery().Grade != GradeFull {
+		return
+	}
+	d := rep.Discovery()
+	argv := []string{d.Executable, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--"}
+	got := run(argv[0], append(argv[1:], append([]string{"stat", "-c", "%u"}, paths...)...)...)
+	require.Equal(t, owners, got)
 }
