@@ -243,6 +243,14 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// them.
 	fence := e.fence()
 	pol, err := fence.policy(hj)
+	var locks *rootLocks
+	defer func() { locks.release() }()
+	if err == nil {
+		pol, locks, err = e.lockAndResolve(ctx, p.Cancel, fence, hj, pol)
+		if o := lockOutcome(ctx, err); o != "" {
+			return finish(o, err.Error())
+		}
+	}
 	var pins *sandbox.Pinned
 	if err == nil {
 		pins, err = fence.Pin(pol, job.ID)
@@ -278,6 +286,16 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	if slices.ContainsFunc(res.Trail, func(e hooks.TrailEntry) bool { return e.Enforced && e.Decision == hooks.DecisionAdjust }) {
 		if policy, err = fence.policy(final); err != nil {
 			return finish(queue.OutcomeRunnerFailed, err.Error())
+		}
+		if !slices.Equal(policy.Roots(), pol.Roots()) || policy.FollowsProtectedLinks() && !locks.exclusiveHeld() {
+			locks.release()
+			policy, locks, err = e.lockAndResolve(ctx, p.Cancel, fence, final, policy)
+			if o := lockOutcome(ctx, err); o != "" {
+				return finish(o, err.Error())
+			}
+			if err != nil {
+				return finish(queue.OutcomeRunnerFailed, err.Error())
+			}
 		}
 	}
 	if !slices.Equal(policy.Roots(), pol.Roots()) || policy.Mode() != pol.Mode() || !slices.Equal(policy.Protected(), pol.Protected()) {

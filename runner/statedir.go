@@ -20,6 +20,7 @@ import (
 //	<root>/cache/wazero/           the hooks' compilation cache
 //	<root>/notify/wake             touched after an enqueue: idle workers claim at once
 //	<root>/dev/                    a root worker's substitute device nodes (sandbox.PrepareDeviceNodes)
+//	<root>/locks/root-<dev>-<ino>  a writable root's lock while a job resolves and protects it
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -38,6 +39,7 @@ const (
 	hookCacheName  = "wazero"
 	notifyName     = "notify"
 	devName        = "dev"
+	locksName      = "locks"
 	wakeName       = "wake"
 )
 
@@ -71,6 +73,12 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 // DeviceNodes is where a worker running as root keeps the device nodes
 // its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
 func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
+
+// RootLock is the lock file of the writable root whose device and inode
+// numbers are dev and ino ([lockRoots]).
+func (s StateDir) RootLock(dev, ino uint64) string {
+	return filepath.Join(s.Root, locksName, fmt.Sprintf("root-%d-%d", dev, ino))
+}
 
 // Inbox is the directory agents drop job files into.
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }

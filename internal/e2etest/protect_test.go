@@ -285,3 +285,79 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 		require.Equal(t, "evil\n", string(aside))
 	})
 }
+
+// TestE2EProtectedLinkRace: one job swaps its workspace's symlinked .git
+// between the real git directory and a decoy as fast as it can, while
+// jobs beside it (worker -c 2) in the same workspace try to write the
+// real directory's hook. A job whose protected paths follow a symlink
+// inside its workspace holds the workspace's lock alone, from before it
+// resolves them until the link is checked after it: no writer resolves
+// while the swapper runs, so none protects the decoy instead, and the
+// hook is never written. Jobs on a workspace whose .git is a directory
+// (nothing to swap) still run side by side.
+func TestE2EProtectedLinkRace(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	ws := t.TempDir()
+	for _, d := range []string{"real.git/hooks", "decoy/hooks"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
+	}
+	hook := filepath.Join(ws, "real.git", "hooks", "pre-commit")
+	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.Symlink("real.git", filepath.Join(ws, ".git")))
+
+	const writers = 8
+	var jobs strings.Builder
+	fmt.Fprintf(&jobs, "[defaults]\nmode = \"workspace_write\"\nworkspace = %q\n", ws)
+	fmt.Fprintf(&jobs, `[[job]]
+name = "swapper"
+command = '''
+end=$(( $(date +%%s) + 3 ))
+while [ $(date +%%s) -lt $end ]; do
+	ln -sfn decoy .git.new && mv -T .git.new .git
+	ln -sfn real.git .git.new && mv -T .git.new .git
+done
+'''
+`)
+	for i := range writers {
+		fmt.Fprintf(&jobs, "[[job]]\nname = \"writer-%d\"\ncommand = '''\necho pwned >> %s 2>/dev/null && echo WROTE-hook\ntrue\n'''\n", i, hook)
+	}
+	b.Submit(b.WriteJob("race.toml", jobs.String()))
+	// The swapper is denied (its link is put back): exit status 1.
+	out, errOut, code := b.Run("worker", "--drain", "-c", "2")
+	require.Equal(t, 1, code, "%s\n%s", out, errOut)
+	data, err := os.ReadFile(hook)
+	require.NoError(t, err)
+	require.Equal(t, "#!/bin/sh\n", string(data), "a writer wrote the real hook")
+	for _, j := range b.List() {
+		if j.Name != "swapper" {
+			require.Equal(t, "succeeded", j.State, "%s: %s", j.Name, j.Reason)
+		}
+	}
+	target, err := os.Readlink(filepath.Join(ws, ".git"))
+	require.NoError(t, err)
+	require.Equal(t, "real.git", target)
+
+	// With .git a directory, two jobs overlap: each records when it
+	// started and ended.
+	plain := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(plain, ".git", "hooks"), 0o755))
+	var two strings.Builder
+	fmt.Fprintf(&two, "[defaults]\nmode = \"workspace_write\"\nworkspace = %q\n", plain)
+	for i := range 2 {
+		fmt.Fprintf(&two, "[[job]]\nname = \"side-%d\"\ncommand = '''\ndate +%%s.%%N > start-%d; sleep 2; date +%%s.%%N > end-%d\n'''\n", i, i, i)
+	}
+	b.Submit(b.WriteJob("side.toml", two.String()))
+	out, errOut, code = b.Run("worker", "--drain", "-c", "2")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	at := func(name string) float64 {
+		data, err := os.ReadFile(filepath.Join(plain, name))
+		require.NoError(t, err)
+		var f float64
+		_, err = fmt.Sscan(string(data), &f)
+		require.NoError(t, err)
+		return f
+	}
+	require.Less(t, max(at("start-0"), at("start-1")), min(at("end-0"), at("end-1")), "the two jobs ran one after the other")
+}
