@@ -66,7 +66,7 @@ var diagnoses = []struct{ match, explanation, hint string }{
 		"run paddock probe: a kernel or security-module change since the probe can cause this"},
 	{"execvp",
 		"the command could not be started inside the sandbox (not found, or not executable)",
-		"use an absolute path, or check that the command exists on the host"},
+		"check that the command exists on the host and is executable; a name without a slash is looked up in the job's PATH"},
 	{"Can't find source path",
 		"a directory to bind into the sandbox does not exist",
 		"create the workspace and writable roots before running the job"},

@@ -192,7 +192,7 @@ func TestDiagnose(t *testing.T) {
 		{"bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted", "loopback", "network = false"},
 		{"bwrap: Unknown option --disable-userns", "too old", "0.8.0"},
 		{"bwrap: Can't chdir to /x: No such file or directory", "working directory", "workspace"},
-		{"bwrap: execvp nope: No such file or directory", "could not be started", "absolute path"},
+		{"bwrap: execvp nope: No such file or directory", "could not be started", "looked up in the job's PATH"},
 		{"bwrap: setting up uid map: Invalid argument", "uid map", "setuid"},
 	}
 	for _, tc := range cases {
