@@ -243,10 +243,15 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// them.
 	fence := e.fence()
 	pol, err := fence.policy(hj)
-	var locks *rootLocks
-	defer func() { locks.release() }()
+	var lock *protectLock
+	defer func() { lock.release() }()
+	// The job's timeout covers its wait for the protect lock.
+	var lockDeadline time.Time
+	if hj.TimeoutS > 0 {
+		lockDeadline = now().Add(time.Duration(hj.TimeoutS * float64(time.Second)))
+	}
 	if err == nil {
-		pol, locks, err = e.lockAndResolve(ctx, p.Cancel, fence, hj, pol)
+		pol, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, fence, hj, pol)
 		if o := lockOutcome(ctx, err); o != "" {
 			return finish(o, err.Error())
 		}
@@ -287,9 +292,12 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		if policy, err = fence.policy(final); err != nil {
 			return finish(queue.OutcomeRunnerFailed, err.Error())
 		}
-		if !slices.Equal(policy.Roots(), pol.Roots()) || policy.FollowsProtectedLinks() && !locks.exclusiveHeld() {
-			locks.release()
-			policy, locks, err = e.lockAndResolve(ctx, p.Cancel, fence, final, policy)
+		// A hook may have made the job write (may_widen) or follow a
+		// link its lock does not cover: the lock is taken again, and the
+		// policy resolved again under it.
+		if policy.Mode() == sandbox.ModeWorkspaceWrite && (lock == nil || policy.FollowsProtectedLinks() && !lock.exclusiveHeld()) {
+			lock.release()
+			policy, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, fence, final, policy)
 			if o := lockOutcome(ctx, err); o != "" {
 				return finish(o, err.Error())
 			}

@@ -8,29 +8,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLockRoots: shared locks of one root go together, an exclusive one
-// waits for them to be released, a wait ends when the attempt is
-// canceled or the worker stops, and two names of one directory are one
-// lock.
-func TestLockRoots(t *testing.T) {
+// TestLockProtect: shared holders go together, an exclusive one waits
+// for them to be released, and a wait ends when the attempt is canceled,
+// its timeout passes or the worker stops.
+func TestLockProtect(t *testing.T) {
 	t.Parallel()
 	state := StateDir{Root: t.TempDir()}
-	a, b := t.TempDir(), t.TempDir()
 	ctx := context.Background()
 
-	s1, err := lockRoots(ctx, nil, state, []string{a, b}, false)
+	s1, err := lockProtect(ctx, nil, time.Time{}, state, false)
 	require.NoError(t, err)
-	s2, err := lockRoots(ctx, nil, state, []string{b, a, a + "/."}, false)
-	require.NoError(t, err, "shared locks go together")
-	require.Len(t, s2.files, 2, "one lock per directory")
+	s2, err := lockProtect(ctx, nil, time.Time{}, state, false)
+	require.NoError(t, err, "shared holders go together")
 
-	cancel := make(chan struct{})
 	got := make(chan error, 1)
-	go func() {
-		l, err := lockRoots(ctx, cancel, state, []string{a}, true)
+	exclusive := func(ctx context.Context, cancel <-chan struct{}, deadline time.Time) {
+		l, err := lockProtect(ctx, cancel, deadline, state, true)
+		require.Equal(t, err == nil, l.exclusiveHeld())
 		l.release()
 		got <- err
-	}()
+	}
+	cancel := make(chan struct{})
+	go exclusive(ctx, cancel, time.Time{})
 	select {
 	case err := <-got:
 		t.Fatalf("the exclusive lock did not wait: %v", err)
@@ -39,21 +38,17 @@ func TestLockRoots(t *testing.T) {
 	close(cancel)
 	require.ErrorIs(t, <-got, errLockCanceled)
 
-	stop, cancelCtx := context.WithCancel(ctx)
-	go func() {
-		l, err := lockRoots(stop, nil, state, []string{a}, true)
-		l.release()
-		got <- err
-	}()
-	cancelCtx()
+	go exclusive(ctx, nil, time.Now().Add(100*time.Millisecond))
+	require.ErrorIs(t, <-got, errLockTimeout)
+
+	stop, stopWorker := context.WithCancel(ctx)
+	go exclusive(stop, nil, time.Time{})
+	stopWorker()
 	require.ErrorIs(t, <-got, context.Canceled)
 
-	go func() {
-		l, err := lockRoots(ctx, nil, state, []string{a}, true)
-		l.release()
-		got <- err
-	}()
+	go exclusive(ctx, nil, time.Time{})
 	s1.release()
 	s2.release()
-	require.NoError(t, <-got, "free once the shared ones are released")
+	s2.release() // idempotent
+	require.NoError(t, <-got, "free once the shared holders let go")
 }

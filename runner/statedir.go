@@ -20,7 +20,7 @@ import (
 //	<root>/cache/wazero/           the hooks' compilation cache
 //	<root>/notify/wake             touched after an enqueue: idle workers claim at once
 //	<root>/dev/                    a root worker's substitute device nodes (sandbox.PrepareDeviceNodes)
-//	<root>/locks/root-<dev>-<ino>  a writable root's lock while a job resolves and protects it
+//	<root>/locks/protect           held by every writing job while it resolves and protects its paths
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -30,17 +30,18 @@ type StateDir struct {
 
 // Names inside the state directory.
 const (
-	databaseName   = "paddock.db"
-	eventLogName   = "events.jsonl"
-	logsName       = "logs"
-	workspacesName = "workspaces"
-	inboxName      = "inbox"
-	cacheName      = "cache"
-	hookCacheName  = "wazero"
-	notifyName     = "notify"
-	devName        = "dev"
-	locksName      = "locks"
-	wakeName       = "wake"
+	databaseName    = "paddock.db"
+	eventLogName    = "events.jsonl"
+	logsName        = "logs"
+	workspacesName  = "workspaces"
+	inboxName       = "inbox"
+	cacheName       = "cache"
+	hookCacheName   = "wazero"
+	notifyName      = "notify"
+	devName         = "dev"
+	locksName       = "locks"
+	protectLockName = "protect"
+	wakeName        = "wake"
 )
 
 // Database is the queue's SQLite file.
@@ -74,11 +75,9 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 // its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
 func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
 
-// RootLock is the lock file of the writable root whose device and inode
-// numbers are dev and ino ([lockRoots]).
-func (s StateDir) RootLock(dev, ino uint64) string {
-	return filepath.Join(s.Root, locksName, fmt.Sprintf("root-%d-%d", dev, ino))
-}
+// ProtectLock is the lock file every workspace_write job holds while it
+// resolves and protects its paths ([lockProtect]).
+func (s StateDir) ProtectLock() string { return filepath.Join(s.Root, locksName, protectLockName) }
 
 // Inbox is the directory agents drop job files into.
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }

@@ -286,26 +286,30 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 	})
 }
 
-// TestE2EProtectedLinkRace: one job swaps its workspace's symlinked .git
-// between the real git directory and a decoy as fast as it can, while
-// jobs beside it (worker -c 2) in the same workspace try to write the
-// real directory's hook. A job whose protected paths follow a symlink
-// inside its workspace holds the workspace's lock alone, from before it
-// resolves them until the link is checked after it: no writer resolves
-// while the swapper runs, so none protects the decoy instead, and the
-// hook is never written. Jobs on a workspace whose .git is a directory
-// (nothing to swap) still run side by side.
+// TestE2EProtectedLinkRace: one job swaps a symlinked .git between the
+// real git directory and a decoy as fast as it can, while jobs beside it
+// (worker -c 2) try to write the real directory's hook: half of them in
+// the same workspace, half in the repository nested inside it (roots that
+// overlap). A job whose protected paths follow a symlink inside a
+// writable root holds the state directory's protect lock alone, from
+// before it resolves them until the link is checked after it: no writer
+// resolves while the swapper runs, so none protects the decoy instead or
+// records the decoy as the link to put back, and the hook is never
+// written. Jobs on a workspace whose .git is a directory (nothing to
+// swap) still run side by side.
 func TestE2EProtectedLinkRace(t *testing.T) {
 	t.Parallel()
 	RequireBwrap(t)
 	b := Setup(t, "")
+	b.SetPolicy("protect = [\"@default\", \"*/.git/hooks/\", \"*/.git/config\"]\n")
 	ws := t.TempDir()
+	repo := filepath.Join(ws, "repo")
 	for _, d := range []string{"real.git/hooks", "decoy/hooks"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(repo, d), 0o755))
 	}
-	hook := filepath.Join(ws, "real.git", "hooks", "pre-commit")
+	hook := filepath.Join(repo, "real.git", "hooks", "pre-commit")
 	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755))
-	require.NoError(t, os.Symlink("real.git", filepath.Join(ws, ".git")))
+	require.NoError(t, os.Symlink("real.git", filepath.Join(repo, ".git")))
 
 	const writers = 8
 	var jobs strings.Builder
@@ -313,6 +317,7 @@ func TestE2EProtectedLinkRace(t *testing.T) {
 	fmt.Fprintf(&jobs, `[[job]]
 name = "swapper"
 command = '''
+cd repo
 end=$(( $(date +%%s) + 3 ))
 while [ $(date +%%s) -lt $end ]; do
 	ln -sfn decoy .git.new && mv -T .git.new .git
@@ -321,7 +326,11 @@ done
 '''
 `)
 	for i := range writers {
-		fmt.Fprintf(&jobs, "[[job]]\nname = \"writer-%d\"\ncommand = '''\necho pwned >> %s 2>/dev/null && echo WROTE-hook\ntrue\n'''\n", i, hook)
+		w := ws
+		if i%2 == 1 {
+			w = repo
+		}
+		fmt.Fprintf(&jobs, "[[job]]\nname = \"writer-%d\"\nworkspace = %q\ncommand = '''\necho pwned >> %s 2>/dev/null && echo WROTE-hook\ntrue\n'''\n", i, w, hook)
 	}
 	b.Submit(b.WriteJob("race.toml", jobs.String()))
 	// The swapper is denied (its link is put back): exit status 1.
@@ -335,7 +344,7 @@ done
 			require.Equal(t, "succeeded", j.State, "%s: %s", j.Name, j.Reason)
 		}
 	}
-	target, err := os.Readlink(filepath.Join(ws, ".git"))
+	target, err := os.Readlink(filepath.Join(repo, ".git"))
 	require.NoError(t, err)
 	require.Equal(t, "real.git", target)
 
@@ -360,4 +369,49 @@ done
 		return f
 	}
 	require.Less(t, max(at("start-0"), at("start-1")), min(at("end-0"), at("end-1")), "the two jobs ran one after the other")
+}
+
+// TestE2EWidenedJobTakesTheProtectLock: a read_only job that a may_widen
+// hook makes workspace_write takes the protect lock like any writing job:
+// it and a job whose protected paths follow a symlink run one after the
+// other, whichever starts first.
+func TestE2EWidenedJobTakesTheProtectLock(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	wasm := Wat(t, filepath.Join("testdata", "widen-write.wat"))
+	data, err := os.ReadFile(wasm)
+	require.NoError(t, err)
+	sum := sha256.Sum256(data)
+	b.SetPolicy(fmt.Sprintf("[[hook]]\nname = \"widen\"\npath = %q\nsha256 = %q\nmay_widen = true\n", wasm, hex.EncodeToString(sum[:])))
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "real.git", "hooks"), 0o755))
+	require.NoError(t, os.Symlink("real.git", filepath.Join(ws, ".git")))
+	b.Submit(b.WriteJob("two.toml", fmt.Sprintf(`[defaults]
+workspace = %q
+[[job]]
+name = "linked"
+mode = "workspace_write"
+command = '''
+date +%%s.%%N > linked-start; sleep 2; date +%%s.%%N > linked-end
+'''
+[[job]]
+name = "widened"
+mode = "read_only"
+command = '''
+date +%%s.%%N > widened-start; sleep 1; date +%%s.%%N > widened-end
+'''
+`, ws)))
+	out, errOut, code := b.Run("worker", "--drain", "-c", "2")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	at := func(name string) float64 {
+		data, err := os.ReadFile(filepath.Join(ws, name))
+		require.NoError(t, err, "%s\n%s", out, errOut)
+		var f float64
+		_, err = fmt.Sscan(string(data), &f)
+		require.NoError(t, err)
+		return f
+	}
+	require.GreaterOrEqual(t, max(at("widened-start"), at("linked-start")), min(at("widened-end"), at("linked-end")),
+		"the widened job ran beside the linked one")
 }
