@@ -83,43 +83,44 @@ type Executor struct {
 }
 
 // deviceNodes is how a worker's confined jobs get substitutes for the
-// host's device nodes: none (dir ""), started in ns (the argv binds
-// none), or, where the namespace could not be made, bound by the argv
-// (ns nil).
+// host's device nodes: none (dir ""), bwrap started over them
+// ([sandbox.StartWithDeviceNodes]: the argv binds none), or, where that
+// namespace cannot be made, bound by the argv (ns false).
 type deviceNodes struct {
 	dir string
-	ns  *sandbox.DeviceNamespace
+	ns  bool
 }
 
 // argvDir is the [sandbox.ConfineParams].DeviceNodes for jobs: dir when
 // the argv must bind the substitutes itself.
 func (d deviceNodes) argvDir() string {
-	if d.ns != nil {
+	if d.ns {
 		return ""
 	}
 	return d.dir
 }
 
-// deviceNodes returns the substitute device nodes for confined jobs
-// ([Fence.DeviceNodes]), made at the first confined job
-// ([sandbox.PrepareDeviceNodes]) with the namespace that starts jobs
-// over them ([sandbox.NewDeviceNamespace]); dir "" when the fence has
-// none (a worker that is not root: its jobs own none of the host's
-// nodes). A namespace that cannot be made (no CAP_SYS_ADMIN) leaves the
-// binds to the argv.
+// deviceNodes returns the substitute device nodes for a confined job
+// ([Fence.DeviceNodes]); dir "" when the fence has none (a worker that is
+// not root: its jobs own none of the host's nodes). They are checked,
+// and made or repaired, before each job ([sandbox.PrepareDeviceNodes]:
+// a dozen stat(2) calls). Whether bwrap can start over them
+// ([sandbox.CheckDeviceNamespace]) is found once; where it cannot (no
+// CAP_SYS_ADMIN) the argv binds them.
 func (e *Executor) deviceNodes() (deviceNodes, error) {
 	e.devNodesOnce.Do(func() {
-		dir := e.fence().DeviceNodes()
-		if dir == "" {
+		e.devNodes.dir = e.fence().DeviceNodes()
+		if e.devNodes.dir == "" {
 			return
 		}
-		if e.devNodesErr = sandbox.PrepareDeviceNodes(dir); e.devNodesErr != nil {
-			return
+		if e.devNodesErr = sandbox.PrepareDeviceNodes(e.devNodes.dir); e.devNodesErr == nil {
+			e.devNodes.ns = sandbox.CheckDeviceNamespace(e.devNodes.dir) == nil
 		}
-		e.devNodes.dir = dir
-		e.devNodes.ns, _ = sandbox.NewDeviceNamespace(dir)
 	})
-	return e.devNodes, e.devNodesErr
+	if e.devNodesErr != nil || e.devNodes.dir == "" {
+		return e.devNodes, e.devNodesErr
+	}
+	return e.devNodes, sandbox.PrepareDeviceNodes(e.devNodes.dir)
 }
 
 // launcherFile returns e.Launcher, or [sandbox.OpenLauncher]'s for grade
@@ -744,9 +745,13 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		in.Status = statusW
 		cmd.ExtraFiles = in.ExtraFiles()
 	}
+	reaped := func() {} // called once cmd has been waited for
 	start := cmd.Start
-	if p.devNodes.ns != nil {
-		start = func() error { return p.devNodes.ns.Start(cmd) }
+	if p.devNodes.ns {
+		start = func() (err error) {
+			reaped, err = sandbox.StartWithDeviceNodes(p.devNodes.dir, cmd)
+			return err
+		}
 	}
 	if err := start(); err != nil {
 		if statusW != nil {
@@ -807,7 +812,9 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	waitErr := make(chan error, 1)
 	go func() {
 		_ = sandbox.AwaitPidfd(pidfd) // on error, Wait blocks instead
-		waitErr <- cmd.Wait()
+		err := cmd.Wait()
+		reaped()
+		waitErr <- err
 	}()
 
 	var timer <-chan time.Time

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +47,8 @@ func DevNull(dir string) string { return filepath.Join(dir, "null") }
 // sandbox binds from the host ([ConfineParams].DeviceNodes): for each of
 // null, zero, full, random, urandom and tty in the host's /dev, a
 // character device with the same device number, mode 0666, owned by uid
-// and gid 65534. It creates dir (mode 0755) when missing; a substitute
+// and gid 65534. It creates dir when missing and makes its mode 0700 (only
+// root reaches the substitutes: nobody, their owner, could change them); a substitute
 // that is already right is kept, and anything else at its name is
 // replaced. It needs root (CAP_MKNOD, CAP_CHOWN), and dir must be on a
 // file system that allows devices (not mounted nodev): it checks that the
@@ -58,11 +60,16 @@ func DevNull(dir string) string { return filepath.Join(dir, "null") }
 // concurrent use by processes sharing dir: each node is made under a
 // temporary name and renamed into place.
 func PrepareDeviceNodes(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("sandbox: device nodes: %w", err)
 	}
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("sandbox: device nodes: %s is not a directory", dir)
+	}
+	// Only root reaches the substitutes: nobody, their owner, could
+	// change their mode otherwise.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("sandbox: device nodes: %w", err)
 	}
 	for _, n := range substituteNodes {
 		var host unix.Stat_t
@@ -106,94 +113,84 @@ func PrepareDeviceNodes(dir string) error {
 	return f.Close()
 }
 
-// A DeviceNamespace starts processes in a mount namespace of their own
-// (one for the whole worker, made once) in which the substitutes of a
-// [PrepareDeviceNodes] directory are bound over the host's /dev/null,
-// /dev/zero, /dev/full, /dev/random, /dev/urandom and /dev/tty. bwrap
-// started there binds the substitutes where it binds the host's nodes
-// (--dev, the partial grade's --dev-bind /dev/N), so the argv needs no
-// bind of its own for them ([ConfineParams].DeviceNodes ""): each bwrap
-// bind re-reads the whole mount table, about 0.2 ms of every job, six
-// of them per job saved.
+// StartWithDeviceNodes starts cmd (cmd.Start) in a mount namespace of its
+// own in which the substitutes of dir (a [PrepareDeviceNodes] directory)
+// are bound over the host's /dev/null, /dev/zero, /dev/full, /dev/random,
+// /dev/urandom and /dev/tty. bwrap started there binds the substitutes
+// where it binds the host's nodes (--dev, the partial grade's --dev-bind
+// /dev/N), so the argv needs no bind of its own for them
+// ([ConfineParams].DeviceNodes ""): each bwrap bind re-reads the whole
+// mount table, about 0.2 ms of every job, six of them per job saved; the
+// namespace costs a thread, a copy of the mount table and six mount(2)
+// calls.
 //
-// The namespace belongs to one OS thread that a goroutine holds for the
-// process's lifetime (runtime.LockOSThread, never unlocked): it unshares
-// its file-system attributes and mount namespace (unshare(2), CLONE_FS |
+// The namespace is made afresh for each process, as bwrap makes its own,
+// from the host's mount table as it is then: a namespace kept for longer
+// would show, on a host whose mounts do not propagate (private), a file
+// system unmounted since, and miss one mounted since. It belongs to a new
+// OS thread (runtime.LockOSThread, never unlocked): it unshares its
+// file-system attributes and mount namespace (unshare(2), CLONE_FS |
 // CLONE_NEWNS), makes every mount a slave of the host's (mount(2)
-// MS_SLAVE: host mounts made later still appear; nothing made here
-// reaches the host), then binds the substitutes. A process it starts is
-// forked from that thread, so it inherits the namespace; so is the
-// parent-death signal (PR_SET_PDEATHSIG follows the forking thread, which
-// never ends before the process does). Nothing else in the process runs
-// on that thread.
-type DeviceNamespace struct {
-	starts chan deviceStart
-}
-
-type deviceStart struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// NewDeviceNamespace makes the namespace for dir (a directory
-// [PrepareDeviceNodes] filled) and the goroutine that starts processes in
-// it. It needs root (CAP_SYS_ADMIN for unshare and mount).
+// MS_SLAVE: nothing made there reaches the host), binds the substitutes
+// and checks each (mode 0666, owner 65534), then forks cmd. The thread
+// lives until release is called, which the caller does once cmd has been
+// waited for: cmd's parent-death signal (PR_SET_PDEATHSIG) follows the
+// thread that forked it. Nothing else runs on that thread.
 //
-// Errors: unshare, the change to slave or a bind fails, or the
-// namespace's /dev/null afterwards is not dir's substitute (owner
-// 65534); the thread is then discarded with its goroutine and nothing is
-// left behind on the host. Safe for concurrent use; it lives until the
-// process exits.
-func NewDeviceNamespace(dir string) (*DeviceNamespace, error) {
-	ns := &DeviceNamespace{starts: make(chan deviceStart)}
-	ready := make(chan error)
-	go ns.serve(dir, ready)
-	if err := <-ready; err != nil {
-		return nil, fmt.Errorf("sandbox: device namespace: %w", err)
+// It needs root (CAP_SYS_ADMIN). Errors: unshare, the change to slave, a
+// bind or a check fails, or cmd.Start's; nothing is left behind then (the
+// thread ends with its namespace). Safe for concurrent use.
+func StartWithDeviceNodes(dir string, cmd *exec.Cmd) (release func(), err error) {
+	started := make(chan error)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		err := enterDeviceNamespace(dir)
+		if err == nil {
+			err = cmd.Start()
+		}
+		started <- err
+		if err == nil {
+			<-done
+		}
+	}()
+	if err := <-started; err != nil {
+		return nil, err
 	}
-	return ns, nil
-}
-
-// Start starts cmd (cmd.Start) in the namespace and returns its error.
-// The caller waits for it as usual (cmd.Wait, from any goroutine).
-func (ns *DeviceNamespace) Start(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	ns.starts <- deviceStart{cmd: cmd, done: done}
-	return <-done
-}
-
-// serve runs on its own locked thread; it returns only when the
-// namespace could not be made, which ends the thread (a goroutine that
-// exits locked takes its thread with it).
-func (ns *DeviceNamespace) serve(dir string, ready chan<- error) {
-	runtime.LockOSThread()
-	if err := enterDeviceNamespace(dir); err != nil {
-		ready <- err
-		return
-	}
-	ready <- nil
-	for s := range ns.starts {
-		s.done <- s.cmd.Start()
-	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }, nil
 }
 
 // enterDeviceNamespace moves the calling thread into a new mount
 // namespace with dir's substitutes over the host's nodes.
 func enterDeviceNamespace(dir string) error {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("unshare: %w", err)
+		return fmt.Errorf("sandbox: device nodes: unshare: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return fmt.Errorf("make / a slave: %w", err)
+		return fmt.Errorf("sandbox: device nodes: make / a slave: %w", err)
 	}
 	for _, n := range substituteNodes {
-		if err := unix.Mount(filepath.Join(dir, n), "/dev/"+n, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s over /dev/%s: %w", filepath.Join(dir, n), n, err)
+		src := filepath.Join(dir, n)
+		if err := unix.Mount(src, "/dev/"+n, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("sandbox: device nodes: bind %s over /dev/%s: %w", src, n, err)
 		}
 		var st unix.Stat_t
-		if err := unix.Stat("/dev/"+n, &st); err != nil || st.Uid != nobodyID {
-			return fmt.Errorf("/dev/%s is not the substitute after the bind", n)
+		if err := unix.Stat("/dev/"+n, &st); err != nil || st.Uid != nobodyID || st.Mode != unix.S_IFCHR|0o666 {
+			return fmt.Errorf("sandbox: device nodes: /dev/%s is not a substitute of mode 0666 owned by %d after the bind", n, nobodyID)
 		}
 	}
 	return nil
+}
+
+// CheckDeviceNamespace reports whether [StartWithDeviceNodes] works here
+// for dir: it makes the namespace on a throw-away thread. Errors are
+// enterDeviceNamespace's (no CAP_SYS_ADMIN, say).
+func CheckDeviceNamespace(dir string) error {
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		errc <- enterDeviceNamespace(dir)
+	}()
+	return <-errc
 }

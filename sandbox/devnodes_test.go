@@ -95,36 +95,30 @@ func indexPair(argv []string, a, b string) int {
 	return -1
 }
 
-// TestDeviceNamespace: a process started in the namespace sees the
-// substitutes at the host's node paths, and so does bwrap's --dev (no
-// bind of its own in the argv), while the host's nodes are untouched; a
-// mount made on the host afterwards under a shared mount still appears
-// there (slave propagation), and one made in the namespace never reaches
-// the host.
-func TestDeviceNamespace(t *testing.T) {
+// TestStartWithDeviceNodes: a process started over the substitutes sees
+// them at the host's node paths, and so does bwrap's --dev (no bind of
+// its own in the argv), while the host's nodes are untouched; each start
+// sees the host's mounts as they are then (one unmounted since an earlier
+// start is gone, one mounted since is there), whatever the host's
+// propagation; a substitute changed since the directory was made is
+// refused.
+func TestStartWithDeviceNodes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		unavailable(t, "a mount namespace needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "dev")
 	require.NoError(t, PrepareDeviceNodes(dir))
-
-	// A shared mount made before the namespace, to see propagation.
-	shared := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", shared, "tmpfs", 0, ""))
-	t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
-	require.NoError(t, unix.Mount("", shared, "", unix.MS_SHARED, ""))
-	require.NoError(t, os.Mkdir(filepath.Join(shared, "later"), 0o755))
-
-	ns, err := NewDeviceNamespace(dir)
-	require.NoError(t, err)
+	require.NoError(t, CheckDeviceNamespace(dir))
 
 	run := func(name string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(name, args...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		require.NoError(t, ns.Start(cmd))
-		require.NoError(t, cmd.Wait(), out.String())
+		reaped, err := StartWithDeviceNodes(dir, cmd)
+		require.NoError(t, err)
+		defer reaped()
+		_ = cmd.Wait() // the output says what happened
 		return out.String()
 	}
 	owners := strings.Repeat("65534\n", len(substituteNodes))
@@ -139,19 +133,33 @@ func TestDeviceNamespace(t *testing.T) {
 		require.NotEqual(t, uint32(nobodyID), st.Uid, "the host's %s", p)
 	}
 
-	// The host's mount appears in the namespace; the namespace's own
-	// binds did not appear on the host (checked above).
-	require.NoError(t, unix.Mount("tmpfs", filepath.Join(shared, "later"), "tmpfs", 0, "mode=0700"))
-	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(shared, "later"), unix.MNT_DETACH) })
-	require.Equal(t, "700\n", run("stat", "-c", "%a", filepath.Join(shared, "later")))
+	// A file system unmounted on the host after one start is gone at the
+	// next; one mounted after it is there.
+	vault := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", vault, "tmpfs", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(vault, unix.MNT_DETACH) })
+	require.NoError(t, os.WriteFile(filepath.Join(vault, "secret"), []byte("vault-secret"), 0o600))
+	require.Equal(t, "vault-secret", run("cat", filepath.Join(vault, "secret")))
+	require.NoError(t, unix.Unmount(vault, 0))
+	require.NotContains(t, run("cat", filepath.Join(vault, "secret")), "vault-secret")
+	require.NoError(t, unix.Mount("tmpfs", vault, "tmpfs", 0, "mode=0700"))
+	require.Equal(t, "700\n", run("stat", "-c", "%a", vault))
 
 	// bwrap started there binds the substitutes with --dev.
 	rep := requireBwrap(t)
-	if rep.Discovery().Grade != GradeFull {
-		return
+	if d := rep.Discovery(); d.Grade == GradeFull {
+		argv := []string{d.Executable, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--"}
+		require.Equal(t, owners, run(argv[0], append(argv[1:], append([]string{"stat", "-c", "%u"}, paths...)...)...))
 	}
-	d := rep.Discovery()
-	argv := []string{d.Executable, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--"}
-	got := run(argv[0], append(argv[1:], append([]string{"stat", "-c", "%u"}, paths...)...)...)
-	require.Equal(t, owners, got)
+
+	// A substitute whose mode changed is refused; PrepareDeviceNodes
+	// repairs it.
+	require.NoError(t, os.Chmod(filepath.Join(dir, "null"), 0o600))
+	_, err := StartWithDeviceNodes(dir, exec.Command("true"))
+	require.ErrorContains(t, err, "/dev/null is not a substitute")
+	require.NoError(t, PrepareDeviceNodes(dir))
+	require.Equal(t, owners, run("stat", append([]string{"-c", "%u"}, paths...)...))
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "only root reaches the substitutes")
 }
