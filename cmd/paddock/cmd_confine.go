@@ -144,7 +144,7 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	cp := sandbox.ConfineParams{Argv: args, Policy: policy, Discovery: sandbox.Discovered()}
 	if fence != nil {
 		// A root worker starts bwrap where the substitutes are bound
-		// already (sandbox.DeviceNamespace); a command run by hand is
+		// already (sandbox.StartWithDeviceNodes); a command run by hand is
 		// not, so its argv binds them itself.
 		cp.DeviceNodes = fence.DeviceNodes()
 	}
