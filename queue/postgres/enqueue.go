@@ -33,17 +33,11 @@ func (s *Store) JobEnqueueAll(ctx context.Context, ps []*queue.JobEnqueueParams)
 	if err != nil {
 		return nil, err
 	}
-	specJSON := make([][]string, len(batches))
-	for i, b := range batches {
-		if specJSON[i], err = encodeSpecs(b.Jobs.Specs); err != nil {
-			return nil, err
-		}
-	}
 	var out [][]queue.Job
 	err = s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
 		out = make([][]queue.Job, len(batches))
 		for i, b := range batches {
-			jobs, err := s.enqueueTx(ctx, tx, b, specJSON[i], now)
+			jobs, err := s.enqueueTx(ctx, tx, b, now)
 			if err != nil {
 				return err
 			}
@@ -57,7 +51,7 @@ func (s *Store) JobEnqueueAll(ctx context.Context, ps []*queue.JobEnqueueParams)
 	return out, nil
 }
 
-func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, specJSON []string, now time.Time) ([]queue.Job, error) {
+func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, now time.Time) ([]queue.Job, error) {
 	p := b.Jobs
 	jobs := make([]queue.Job, len(p.Specs))
 	if len(b.Schedules.Specs) > 0 {
@@ -81,67 +75,55 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 	if err != nil {
 		return nil, err
 	}
+	n := len(p.Specs)
+	// The source row and the batch's row identities in one statement:
+	// identities taken in batch order, so that the claim order among
+	// equals follows the batch; COPY then writes them as given.
 	var srcID int64
-	if err := tx.QueryRow(ctx, `INSERT INTO sources (path, text, jobs) VALUES ($1, $2, $3) RETURNING id`, p.SourcePath, p.Source, len(p.Specs)).Scan(&srcID); err != nil {
+	rids := make([]int64, 0, n)
+	rows, err := tx.Query(ctx, `WITH q AS MATERIALIZED (SELECT pg_get_serial_sequence('jobs', 'rid')::regclass AS seq),
+		s AS (INSERT INTO sources (path, text, jobs) VALUES ($1, $2, $3) RETURNING id)
+		SELECT s.id, nextval(q.seq) FROM s, q, generate_series(1, $3) ORDER BY 2`, p.SourcePath, p.Source, n)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)
 	}
-	n := len(p.Specs)
+	for rows.Next() {
+		var rid int64
+		if err := rows.Scan(&srcID, &rid); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		}
+		rids = append(rids, rid)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	if len(rids) != n {
+		return nil, fmt.Errorf("postgres: enqueue: %d row identities for %d jobs", len(rids), n)
+	}
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = queue.NewID(now)
 	}
-	var (
-		names    = make([]string, n)
-		prios    = make([]int32, n)
-		pendings = make([]int32, n)
-		maxes    = make([]int32, n)
-		depIDs   = make([]string, n) // each a text[] literal's elements, joined by spaces
-		groups   = make([]string, n)
-		dues     = make([]pgtype.Timestamptz, n) // NULL: at once
-	)
-	for i, sp := range p.Specs {
-		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
-		names[i], prios[i], pendings[i], maxes[i] = sp.Name, int32(sp.Priority), int32(pending), int32(sp.Retries+1)
-		depIDs[i] = joinIDs(dep)
-		due := dueAt(sp, now)
-		groups[i], dues[i] = sp.Group, pgtype.Timestamptz{Time: due, Valid: !due.IsZero()}
-		jobs[i] = queue.Job{ID: ids[i], Name: sp.Name, State: queue.StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
-			MaxAttempts: sp.Retries + 1, CreatedAt: now, UpdatedAt: now, DepsPending: pending, DependsOn: dep, NotBefore: due}
-	}
-	// One statement for the whole batch, rows in batch order (the
-	// identity, and so the claim order among equals, follows it).
-	rows, err := tx.Query(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before, state)
-		SELECT u.id, u.name, u.priority, $6, $6, u.pending, u.max_attempts, u.spec::jsonb, $7, $8, string_to_array(u.deps, ' '), u.grp, u.due, 'queued'
-		FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $9::text[], $10::text[], $11::text[], $12::timestamptz[]) WITH ORDINALITY
-			AS u(id, name, priority, pending, max_attempts, spec, deps, grp, due, ord)
-		ORDER BY u.ord
-		RETURNING id, rid`,
-		ids, names, prios, pendings, maxes, now, srcID, p.SourcePath, specJSON, depIDs, groups, dues)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: enqueue: %w", err)
-	}
-	ridOf := make(map[string]int64, n)
-	for rows.Next() {
-		var id string
-		var rid int64
-		if err := rows.Scan(&id, &rid); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("postgres: enqueue: %w", err)
-		}
-		ridOf[id] = rid
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	// COPY: the rows reach the server in its binary format and are
+	// written in multi-row batches, faster than an INSERT of the same
+	// rows; each row is made (its spec encoded) as COPY sends it, while
+	// the server writes the rows before it. A name taken meanwhile by
+	// another host fails it with the unique index's 23505, which runs
+	// the transaction again.
+	src := &enqueueRows{specs: p.Specs, ids: ids, rids: rids, deps: deps, jobs: jobs, now: now, srcID: srcID, p: p, row: -1}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, enqueueCols, src); err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)
 	}
 	var depRid, jobRid []int64
 	var badDeps []queue.StoredJob
 	for i := range p.Specs {
 		for _, j := range deps[i].InBatch {
-			depRid, jobRid = append(depRid, ridOf[ids[j]]), append(jobRid, ridOf[ids[i]])
+			depRid, jobRid = append(depRid, rids[j]), append(jobRid, rids[i])
 		}
 		for _, e := range deps[i].Stored {
-			depRid, jobRid = append(depRid, e.Row), append(jobRid, ridOf[ids[i]])
+			depRid, jobRid = append(depRid, e.Row), append(jobRid, rids[i])
 			if queue.FailsDependents(e.State) {
 				badDeps = append(badDeps, e)
 			}
@@ -161,7 +143,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 		for i := range jobs {
 			var state, reason string
 			var fin *time.Time
-			if err := tx.QueryRow(ctx, `SELECT state, reason, finished_at FROM jobs WHERE rid = $1`, ridOf[ids[i]]).Scan(&state, &reason, &fin); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT state, reason, finished_at FROM jobs WHERE rid = $1`, rids[i]).Scan(&state, &reason, &fin); err != nil {
 				return nil, fmt.Errorf("postgres: enqueue: %w", err)
 			}
 			jobs[i].State, jobs[i].Reason = queue.JobState(state), reason
@@ -173,7 +155,54 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 	return jobs, nil
 }
 
-// joinIDs joins job ids (which never hold a space) for string_to_array.
+// enqueueCols are the columns an enqueue writes, in the order of
+// enqueueRows' values.
+var enqueueCols = []string{"rid", "id", "name", "priority", "created_at", "updated_at", "deps_pending", "max_attempts", "spec",
+	"source_id", "source_path", "depends_on", "group_name", "not_before", "state"}
+
+// enqueueRows is the pgx.CopyFromSource of an enqueue's jobs rows, in
+// batch order: it encodes each spec when COPY asks for its row, and
+// fills jobs[i], the job the enqueue returns, as it goes. COPY calls it
+// from a goroutine of its own and returns after its last call.
+type enqueueRows struct {
+	specs []jobspec.Spec
+	ids   []string
+	rids  []int64
+	deps  []queue.JobDeps
+	jobs  []queue.Job
+	now   time.Time
+	srcID int64
+	p     *queue.JobEnqueueParams
+	row   int
+	err   error
+}
+
+func (r *enqueueRows) Next() bool {
+	r.row++
+	return r.err == nil && r.row < len(r.specs)
+}
+
+func (r *enqueueRows) Values() ([]any, error) {
+	i, sp := r.row, &r.specs[r.row]
+	spec, err := json.Marshal(sp)
+	if err != nil {
+		r.err = fmt.Errorf("postgres: encode spec %d: %w", i+1, err)
+		return nil, r.err
+	}
+	pending, dep := r.deps[i].Pending(), r.deps[i].IDs(r.ids)
+	due := dueAt(*sp, r.now)
+	depCol := dep
+	if depCol == nil {
+		depCol = []string{} // the column is NOT NULL
+	}
+	r.jobs[i] = queue.Job{ID: r.ids[i], Name: sp.Name, State: queue.StateQueued, Spec: *sp, Source: r.p.Source, SourcePath: r.p.SourcePath,
+		MaxAttempts: sp.Retries + 1, CreatedAt: r.now, UpdatedAt: r.now, DepsPending: pending, DependsOn: dep, NotBefore: due}
+	return []any{r.rids[i], r.ids[i], sp.Name, int32(sp.Priority), r.now, r.now, int32(pending), int32(sp.Retries + 1), spec,
+		r.srcID, r.p.SourcePath, depCol, sp.Group, pgtype.Timestamptz{Time: due, Valid: !due.IsZero()}, "queued"}, nil
+}
+
+func (r *enqueueRows) Err() error { return r.err }
+
 // dueAt is queue.DueAt at the resolution of timestamptz (a microsecond),
 // in UTC: the Job.NotBefore the row reads back.
 func dueAt(sp jobspec.Spec, now time.Time) time.Time {
@@ -182,30 +211,6 @@ func dueAt(sp jobspec.Spec, now time.Time) time.Time {
 		return due
 	}
 	return due.UTC().Truncate(time.Microsecond)
-}
-
-func joinIDs(ids []string) string {
-	out := ""
-	for i, id := range ids {
-		if i > 0 {
-			out += " "
-		}
-		out += id
-	}
-	return out
-}
-
-// encodeSpecs returns the JSON of each spec, in order.
-func encodeSpecs(specs []jobspec.Spec) ([]string, error) {
-	out := make([]string, len(specs))
-	for i := range specs {
-		b, err := json.Marshal(&specs[i])
-		if err != nil {
-			return nil, fmt.Errorf("postgres: encode spec %d: %w", i+1, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
 }
 
 // heldNames returns, for each name held by a queued or running job, that
