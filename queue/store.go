@@ -331,6 +331,52 @@ type Notifier interface {
 	Notifications() (<-chan struct{}, func())
 }
 
+// OutageReporter is an optional part of a [Store] that reaches a server
+// (PostgreSQL), whose calls retry with backoff while the server cannot be
+// reached, for a while, before they fail with [ErrUnreachable]. It tells
+// a process when its calls begin to retry and when one succeeds again,
+// so that the process says so once rather than once per failed call.
+// Check with a type assertion.
+type OutageReporter interface {
+	// WatchOutages calls fn with the store's outage events, in order,
+	// from the goroutine of the call that observed each (fn must return
+	// quickly and must not call the store), until the returned function
+	// is called. Safe for concurrent use.
+	WatchOutages(fn func(OutageEvent)) (stop func())
+}
+
+// OutageEventKind says what an [OutageEvent] reports.
+type OutageEventKind string
+
+const (
+	// OutageStarted: a call found the server unreachable while it was
+	// reachable; the call retries. Sent once per outage.
+	OutageStarted OutageEventKind = "started"
+	// OutageRetry: a call found the server unreachable and will try
+	// again; one per failed try, the first included.
+	OutageRetry OutageEventKind = "retry"
+	// OutageEnded: a call succeeded after OutageStarted. Sent once per
+	// outage.
+	OutageEnded OutageEventKind = "ended"
+)
+
+// OutageEvent is one report of an [OutageReporter].
+type OutageEvent struct {
+	Kind OutageEventKind
+	// Since is when the outage's first failed try ended (this host's
+	// clock).
+	Since time.Time
+	// Err is the failed try's error (OutageStarted, OutageRetry); nil for
+	// OutageEnded.
+	Err error
+	// RetryFor is how long each call retries before it fails with
+	// ErrUnreachable (callers may then call again).
+	RetryFor time.Duration
+	// Retries counts the failed tries retried since Since, this one
+	// included (OutageEnded: all of them).
+	Retries int
+}
+
 // AttemptLogPutParams is one attempt's output ([LogStore.AttemptLogPut]).
 type AttemptLogPutParams struct {
 	JobID    string
@@ -501,4 +547,9 @@ var (
 	ErrPolicyChanged = errors.New("queue: the queue's policy is not the claimer's")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("queue: store closed")
+	// ErrUnreachable: the store's server could not be reached (stopped,
+	// restarting, failing over, the network down) for as long as the
+	// call retried; nothing of the call was done. Only stores with a
+	// server return it ([OutageReporter]); the caller may call again.
+	ErrUnreachable = errors.New("queue: the store's server cannot be reached")
 )

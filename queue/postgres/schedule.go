@@ -314,8 +314,11 @@ func (s *Store) ScheduleTick(ctx context.Context, p *queue.ScheduleTickParams) (
 	var minNext pgtype.Timestamptz
 	var deferred int64
 	var dbNow time.Time
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT min(next_at) FROM schedules WHERE NOT paused),
+	// Retried as a transaction is while the server cannot be reached.
+	err := s.retry(ctx, func() (bool, error) {
+		return false, s.pool.QueryRow(ctx, `SELECT (SELECT min(next_at) FROM schedules WHERE NOT paused),
 		(SELECT count(*) FROM schedules WHERE NOT paused AND deferred_at IS NOT NULL), coalesce($1::timestamptz, now())`, s.nowArg()).Scan(&minNext, &deferred, &dbNow)
+	})
 	if err != nil {
 		return res, fmt.Errorf("postgres: schedule tick: %w", err)
 	}

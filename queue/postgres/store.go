@@ -57,6 +57,7 @@ type Store struct {
 	// foundVersion is the schema version Open found (0: an empty
 	// database), before it migrated.
 	foundVersion int
+	outages      outages
 }
 
 // FoundVersion returns the schema version the database had when Open
@@ -201,23 +202,44 @@ func (s *Store) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 func (s *Store) txOpts(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn func(tx pgx.Tx, now time.Time) error) error {
+	return s.retry(ctx, func() (bool, error) { return false, s.txOnce(ctx, opts, wantNow, fn) })
+}
+
+// retry runs once until it succeeds or fails for good. A serialization
+// failure, a deadlock or a racing twin's unique violation runs it again
+// (at most maxTries times, after a short random backoff); so does a
+// server that cannot be reached, with backoff, for up to
+// Options.RetryFor, but only when once says that nothing was sent (a
+// failed COMMIT, or a batch cut after it was sent, may have committed:
+// errCommitUnknown). Past RetryFor the error wraps queue.ErrUnreachable.
+// Tries that found the server unreachable, and the first success after
+// them, are reported to the outage watchers.
+func (s *Store) retry(ctx context.Context, once func() (sent bool, err error)) error {
 	if s.closed.Load() {
 		return queue.ErrClosed
 	}
 	start := time.Now()
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
-		err := s.txOnce(ctx, opts, wantNow, fn)
+		sent, err := once()
 		switch {
-		case err == nil || ctx.Err() != nil || s.closed.Load():
+		case err == nil:
+			s.outageOver()
+			return nil
+		case ctx.Err() != nil || s.closed.Load():
 			return err
 		case retryable(err) && try < maxTries:
 			time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
+		case connLost(err) && sent:
+			return fmt.Errorf("%w: %w", errCommitUnknown, err)
 		case connLost(err) && time.Since(start) < s.retryFor:
 			// The server went away before this transaction could commit
 			// (nothing of it was kept): run it again once it is back.
+			s.outageRetry(err)
 			time.Sleep(wait/2 + rand.N(wait/2))
 			wait = min(2*wait, 2*time.Second)
+		case connLost(err):
+			return fmt.Errorf("%w (for %s): %w", queue.ErrUnreachable, time.Since(start).Round(time.Second), err)
 		default:
 			return err
 		}
@@ -280,27 +302,7 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 // deadlock, and, while the server cannot be reached, only when nothing
 // was sent (a batch cut after it was sent may have committed).
 func (s *Store) pipelined(ctx context.Context, prelude []string, scan func(pgx.Rows) error, sql string, args ...any) error {
-	if s.closed.Load() {
-		return queue.ErrClosed
-	}
-	start := time.Now()
-	wait := 50 * time.Millisecond
-	for try := 1; ; try++ {
-		sent, err := s.pipelineOnce(ctx, prelude, scan, sql, args...)
-		switch {
-		case err == nil || ctx.Err() != nil || s.closed.Load():
-			return err
-		case retryable(err) && try < maxTries:
-			time.Sleep(time.Duration(1+rand.IntN(4<<try)) * time.Millisecond)
-		case connLost(err) && !sent && time.Since(start) < s.retryFor:
-			time.Sleep(wait/2 + rand.N(wait/2))
-			wait = min(2*wait, 2*time.Second)
-		case connLost(err) && sent:
-			return fmt.Errorf("%w: %w", errCommitUnknown, err)
-		default:
-			return err
-		}
-	}
+	return s.retry(ctx, func() (bool, error) { return s.pipelineOnce(ctx, prelude, scan, sql, args...) })
 }
 
 // pipelineOnce is one try of pipelined; sent is false when the batch

@@ -316,8 +316,10 @@ func TestPostgresNotifications(t *testing.T) {
 	require.ErrorContains(t, err, `paddock_poll_only="maybe": expected 1 or 0`)
 }
 
-// Calls made while the server restarts wait for it and succeed; a
-// worker's finish made across the restart is recorded once.
+// Calls made while the server restarts wait for it and succeed (the
+// scheduler's read included); a worker's finish made across the restart
+// is recorded once. The outage is reported once, each retried try, and
+// its end once.
 func TestPostgresServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -332,6 +334,15 @@ func TestPostgresServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
+	var mu sync.Mutex
+	var events []queue.OutageEvent
+	stop := st.WatchOutages(func(ev queue.OutageEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	})
+	defer stop()
+
 	srv.Stop()
 	type result struct {
 		j   queue.Job
@@ -342,21 +353,75 @@ func TestPostgresServerRestart(t *testing.T) {
 		j, err := st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: got[0].ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
 		fin <- result{j, err}
 	}()
+	tick := make(chan error, 1)
+	go func() {
+		_, err := st.ScheduleTick(ctx, &queue.ScheduleTickParams{WorkerID: "w"})
+		tick <- err
+	}()
 	time.Sleep(time.Second)
 	select {
 	case r := <-fin:
 		t.Fatalf("finish returned while the server was down: %v", r.err)
+	case err := <-tick:
+		t.Fatalf("schedule tick returned while the server was down: %v", err)
 	default:
 	}
+	mu.Lock()
+	require.NotEmpty(t, events, "no outage reported while the server was down")
+	require.Equal(t, queue.OutageStarted, events[0].Kind)
+	require.Error(t, events[0].Err)
+	require.Equal(t, postgres.RetryForDefault, events[0].RetryFor)
+	mu.Unlock()
 	require.NoError(t, srv.Start())
 	r := <-fin
 	require.NoError(t, r.err)
+	require.NoError(t, <-tick)
+	mu.Lock()
+	retries := 0
+	for i, ev := range events {
+		switch ev.Kind {
+		case queue.OutageStarted:
+			require.Zero(t, i, "one start, first")
+		case queue.OutageRetry:
+			retries++
+			require.Equal(t, retries, ev.Retries)
+			require.Equal(t, events[0].Since, ev.Since)
+		case queue.OutageEnded:
+			require.Equal(t, len(events)-1, i, "one end, last")
+			require.Equal(t, retries, ev.Retries)
+			require.NoError(t, ev.Err)
+		}
+	}
+	require.GreaterOrEqual(t, retries, 2, "the finish and the tick each retried")
+	require.Equal(t, queue.OutageEnded, events[len(events)-1].Kind)
+	mu.Unlock()
 	require.Equal(t, queue.StateSucceeded, r.j.State)
 	require.Len(t, r.j.Attempts, 1)
 	next, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 5})
 	require.NoError(t, err)
 	require.Len(t, next, 1, "the other job, once")
 	require.NotEqual(t, got[0].ID, next[0].ID)
+}
+
+// A call retries for Options.RetryFor while the server is down, and then
+// fails with queue.ErrUnreachable; nothing was done.
+func TestPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	url := srv.NewDatabase(t, "unreachable")
+	st, err := postgres.Open(ctx, url, postgres.Options{RetryFor: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer st.Close()
+	srv.Stop()
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "lost", Command: []string{"true"}}}, Source: "# test"})
+	require.ErrorIs(t, err, queue.ErrUnreachable)
+	_, err = st.ScheduleTick(ctx, &queue.ScheduleTickParams{WorkerID: "w"})
+	require.ErrorIs(t, err, queue.ErrUnreachable)
+	require.NoError(t, srv.Start())
+	c, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	require.Zero(t, c[queue.StateQueued], "the failed enqueue stored nothing")
 }
 
 // Messages never show a password, whatever the connection string's form.
