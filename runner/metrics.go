@@ -18,13 +18,16 @@ import (
 //   - paddock_attempts_finished_total{outcome}: attempts this worker
 //     ended, by queue outcome (succeeded, failed, denied, ...).
 //   - paddock_queue_jobs{state}: jobs in the queue by state, read from the
-//     store at each scrape (one count query, 2 s at most).
+//     store at each scrape (one count query, 2 s at most); missing from
+//     a scrape when the store did not answer in time.
 //   - paddock_claim_duration_seconds: one JobClaim call, found or not.
 //   - paddock_hook_decision_duration_seconds: one hook chain decision.
 //   - paddock_lease_recoveries_total: expired leases this worker took
 //     back from dead workers.
 //   - paddock_store_errors_total{op}: store calls that failed, by
-//     operation (claim, recover, record, heartbeat, release).
+//     operation (claim, recover, record, heartbeat, release), and
+//     op="retried": tries of any call that found the store's server
+//     unreachable and were retried (queue.OutageReporter).
 type Metrics struct {
 	claimed    prometheus.Counter
 	finished   *prometheus.CounterVec
@@ -51,12 +54,12 @@ func NewMetrics(reg prometheus.Registerer, store queue.Store) (*Metrics, error) 
 		recoveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "paddock_lease_recoveries_total",
 			Help: "Expired leases of dead workers this worker took back."}),
 		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_store_errors_total",
-			Help: "Store calls that failed, by operation."}, []string{"op"}),
+			Help: "Store calls that failed, by operation; op=\"retried\": tries that found the store's server unreachable and were retried."}, []string{"op"}),
 	}
 	for _, o := range queue.Outcomes() {
 		m.finished.WithLabelValues(o)
 	}
-	for _, op := range []string{"claim", "recover", "record", "heartbeat", "release"} {
+	for _, op := range []string{"claim", "recover", "record", "heartbeat", "release", "retried"} {
 		m.storeErrs.WithLabelValues(op)
 	}
 	for _, c := range []prometheus.Collector{m.claimed, m.finished, m.claimDur, m.hookDur, m.recoveries, m.storeErrs, depthCollector{store}} {

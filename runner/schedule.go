@@ -30,7 +30,7 @@ func (w *Worker) tickSchedules(ctx context.Context, log *slog.Logger) time.Time 
 		return time.Time{}
 	case err != nil:
 		if ctx.Err() == nil {
-			log.Error("schedules", "err", err)
+			logStoreErr(log, "schedules", err)
 		}
 		return time.Time{}
 	}

@@ -132,6 +132,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		stopHard()
 	}()
 
+	if r, ok := w.o.Store.(queue.OutageReporter); ok {
+		defer r.WatchOutages(w.watchOutages(log))()
+	}
 	if err := w.recoverLeases(ctx, log); err != nil {
 		if ctx.Err() != nil {
 			return w.summary, nil // stopped before it began: nothing claimed
@@ -162,7 +165,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	go func() {
 		defer close(hbDone)
 		w.hb.Run(hard, func(id string) { log.Info("cancel requested; stopping job", "job", id) },
-			func(err error) { w.o.Metrics.storeError("heartbeat"); log.Error("heartbeat", "err", err) })
+			func(err error) { w.o.Metrics.storeError("heartbeat"); logStoreErr(log, "heartbeat", err) })
 	}()
 	defer func() { <-hbDone }()
 	defer stopHard()
@@ -207,7 +210,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if time.Since(lastRecover) > w.o.Executor.Config.Lease.Duration/2 {
 			lastRecover = time.Now()
 			if err := w.recoverLeases(ctx, log); err != nil && ctx.Err() == nil {
-				log.Error("recover leases", "err", err)
+				logStoreErr(log, "recover leases", err)
 			}
 		}
 		// The scheduler (runner/schedule.go) runs when a schedule is due,
@@ -233,7 +236,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				break
 			}
 			if err != nil && ctx.Err() == nil {
-				log.Error("claim", "err", err)
+				logStoreErr(log, "claim", err)
 			}
 			claimed = len(jobs)
 			for _, j := range jobs {
@@ -557,7 +560,9 @@ func (w *Worker) prune(ctx context.Context, log *slog.Logger) {
 	}
 	n, err := w.o.Store.JobPrune(ctx, &queue.JobPruneParams{OlderThan: keep.Duration})
 	if err != nil {
-		log.Warn("prune", "err", err)
+		if !errors.Is(err, queue.ErrUnreachable) {
+			log.Warn("prune", "err", err)
+		}
 		return
 	}
 	if n == 0 {

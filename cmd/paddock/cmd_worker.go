@@ -363,7 +363,9 @@ func serveMetrics(addr string, st queue.Store, log *slog.Logger) (stop func(), m
 		return nil, nil, usagef("--metrics-addr %q: %v", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// A store that cannot answer (its server down) leaves the queue's
+	// depth out of the scrape; the rest, store errors included, is served.
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
