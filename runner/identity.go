@@ -18,16 +18,7 @@ import (
 // process heartbeat the orphaned leases of a dead one (so they would never
 // be recovered) or finish its attempts. Safe for concurrent use.
 func NewWorkerID(role string) string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "unknown-host"
-	}
-	boot := "nobootid"
-	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
-		if id := strings.ReplaceAll(strings.TrimSpace(string(b)), "-", ""); len(id) >= 8 {
-			boot = id[:8]
-		}
-	}
+	host, boot := hostAndBoot()
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	id := host + ":" + strconv.Itoa(os.Getpid()) + ":" + boot + ":" + hex.EncodeToString(nonce[:])
@@ -35,4 +26,32 @@ func NewWorkerID(role string) string {
 		id += ":" + role
 	}
 	return id
+}
+
+// hostAndBoot returns this host's name and the first 8 hex digits of its
+// boot id, as NewWorkerID records them.
+func hostAndBoot() (host, boot string) {
+	host, _ = os.Hostname()
+	if host == "" {
+		host = "unknown-host"
+	}
+	boot = "nobootid"
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		if id := strings.ReplaceAll(strings.TrimSpace(string(b)), "-", ""); len(id) >= 8 {
+			boot = id[:8]
+		}
+	}
+	return host, boot
+}
+
+// WorkerOnThisHost reports whether workerID, a NewWorkerID name, was
+// made on this host since it last booted: the same host name and boot
+// id. A name of another form is not. Safe for concurrent use.
+func WorkerOnThisHost(workerID string) bool {
+	f := strings.Split(workerID, ":")
+	if len(f) < 4 {
+		return false
+	}
+	host, boot := hostAndBoot()
+	return f[0] == host && f[2] == boot
 }

@@ -26,3 +26,22 @@ func TestNewWorkerIDUniquePerStart(t *testing.T) {
 	require.Len(t, parts[3], 8)
 	require.True(t, strings.HasSuffix(NewWorkerID("run"), ":run"))
 }
+
+// A worker name tells whether it was made on this host since it booted.
+func TestWorkerOnThisHost(t *testing.T) {
+	here := NewWorkerID("")
+	parts := strings.Split(here, ":")
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{
+		{here, true},
+		{NewWorkerID("run"), true},
+		{"x" + here, false}, // another host name
+		{parts[0] + ":" + parts[1] + ":0000000z:" + parts[3], false}, // another boot
+		{parts[0] + ":" + parts[1] + ":" + parts[2], false},          // not a worker name
+		{"", false},
+	} {
+		require.Equal(t, c.want, WorkerOnThisHost(c.id), c.id)
+	}
+}

@@ -42,7 +42,8 @@ first and the last halves are kept with a marker line between them.
 
 With a PostgreSQL store (--store), an attempt that ran on another host
 is read from the store once it has ended (workers store each attempt's
-capped output there); --follow shows it when the attempt ends.`,
+capped output there), never from a file that happens to be at its path
+on this host; --follow shows it when the attempt ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLogs(cmd.Context(), cmd, opts, gopts, args[0])
@@ -92,6 +93,11 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 		if ok && at.EndedAt.IsZero() && stdoutPath == "" {
 			// Running: the record names its logs only once it ended.
 			stdoutPath, stderrPath = runner.AttemptLogPaths(a.StateDir, j.ID, at.Number)
+		}
+		if _, isLS := a.store.(queue.LogStore); isLS && ok && !runner.WorkerOnThisHost(at.WorkerID) {
+			// Run on another host: a file at its paths here is not its
+			// output; the store's copy is.
+			stdoutPath, stderrPath = "", ""
 		}
 		path := stdoutPath
 		if opts.Stderr {
