@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,14 +107,19 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 	for i := range ids {
 		ids[i] = queue.NewID(now)
 	}
-	// COPY: the rows reach the server in its binary format and are
-	// written in multi-row batches, faster than an INSERT of the same
-	// rows; each row is made (its spec encoded) as COPY sends it, while
-	// the server writes the rows before it. A name taken meanwhile by
-	// another host fails it with the unique index's 23505, which runs
-	// the transaction again.
 	src := &enqueueRows{specs: p.Specs, ids: ids, rids: rids, deps: deps, jobs: jobs, now: now, srcID: srcID, p: p, row: -1}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, enqueueCols, src); err != nil {
+	if n < copyMinJobs {
+		err = insertRows(ctx, tx, src)
+	} else {
+		// COPY: the rows reach the server in its binary format and are
+		// written in multi-row batches, faster than an INSERT of the
+		// same rows; each row is made (its spec encoded) as COPY sends
+		// it, while the server writes the rows before it.
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, enqueueCols, src)
+	}
+	// A name taken meanwhile by another host fails either with the
+	// unique index's 23505, which runs the transaction again.
+	if err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)
 	}
 	var depRid, jobRid []int64
@@ -183,25 +189,76 @@ func (r *enqueueRows) Next() bool {
 }
 
 func (r *enqueueRows) Values() ([]any, error) {
-	i, sp := r.row, &r.specs[r.row]
+	w, err := r.make(r.row)
+	if err != nil {
+		return nil, err
+	}
+	sp := &r.specs[r.row]
+	return []any{r.rids[r.row], r.ids[r.row], sp.Name, int32(sp.Priority), r.now, r.now, w.pending, int32(sp.Retries + 1), w.spec,
+		r.srcID, r.p.SourcePath, w.deps, sp.Group, w.due, "queued"}, nil
+}
+
+// enqueueRow is what a jobs row holds beyond the spec's own fields.
+type enqueueRow struct {
+	spec    []byte // the spec's JSON
+	pending int32
+	deps    []string // never nil: the column is NOT NULL
+	due     pgtype.Timestamptz
+}
+
+// make returns the values of row i and fills jobs[i].
+func (r *enqueueRows) make(i int) (enqueueRow, error) {
+	sp := &r.specs[i]
 	spec, err := json.Marshal(sp)
 	if err != nil {
 		r.err = fmt.Errorf("postgres: encode spec %d: %w", i+1, err)
-		return nil, r.err
+		return enqueueRow{}, r.err
 	}
 	pending, dep := r.deps[i].Pending(), r.deps[i].IDs(r.ids)
 	due := dueAt(*sp, r.now)
-	depCol := dep
-	if depCol == nil {
-		depCol = []string{} // the column is NOT NULL
+	w := enqueueRow{spec: spec, pending: int32(pending), deps: dep, due: pgtype.Timestamptz{Time: due, Valid: !due.IsZero()}}
+	if w.deps == nil {
+		w.deps = []string{}
 	}
 	r.jobs[i] = queue.Job{ID: r.ids[i], Name: sp.Name, State: queue.StateQueued, Spec: *sp, Source: r.p.Source, SourcePath: r.p.SourcePath,
 		MaxAttempts: sp.Retries + 1, CreatedAt: r.now, UpdatedAt: r.now, DepsPending: pending, DependsOn: dep, NotBefore: due}
-	return []any{r.rids[i], r.ids[i], sp.Name, int32(sp.Priority), r.now, r.now, int32(pending), int32(sp.Retries + 1), spec,
-		r.srcID, r.p.SourcePath, depCol, sp.Group, pgtype.Timestamptz{Time: due, Valid: !due.IsZero()}, "queued"}, nil
+	return w, nil
 }
 
 func (r *enqueueRows) Err() error { return r.err }
+
+// copyMinJobs is the smallest batch written by COPY: a smaller one is
+// one INSERT (insertRows), a round trip less than COPY's two; COPY's
+// cheaper rows win from some tens of jobs.
+const copyMinJobs = 64
+
+// insertRows writes the rows of src by one INSERT ... SELECT FROM unnest,
+// in batch order.
+func insertRows(ctx context.Context, tx pgx.Tx, src *enqueueRows) error {
+	n := len(src.specs)
+	var (
+		names, specs, deps, groups = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prios, pendings, maxes     = make([]int32, n), make([]int32, n), make([]int32, n)
+		dues                       = make([]pgtype.Timestamptz, n)
+	)
+	for i := range n {
+		w, err := src.make(i)
+		if err != nil {
+			return err
+		}
+		sp := &src.specs[i]
+		names[i], specs[i], deps[i], groups[i] = sp.Name, string(w.spec), strings.Join(w.deps, " "), sp.Group // ids hold no space
+		prios[i], pendings[i], maxes[i], dues[i] = int32(sp.Priority), w.pending, int32(sp.Retries+1), w.due
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO jobs (rid, id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before, state)
+		OVERRIDING SYSTEM VALUE
+		SELECT u.rid, u.id, u.name, u.priority, $1, $1, u.pending, u.max_attempts, u.spec::jsonb, $2, $3, string_to_array(u.deps, ' '), u.grp, u.due, 'queued'
+		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[], $11::text[], $12::text[], $13::timestamptz[]) WITH ORDINALITY
+			AS u(rid, id, name, priority, pending, max_attempts, spec, deps, grp, due, ord)
+		ORDER BY u.ord`,
+		src.now, src.srcID, src.p.SourcePath, src.rids, src.ids, names, prios, pendings, maxes, specs, deps, groups, dues)
+	return err
+}
 
 // dueAt is queue.DueAt at the resolution of timestamptz (a microsecond),
 // in UTC: the Job.NotBefore the row reads back.

@@ -436,3 +436,99 @@ func TestRedact(t *testing.T) {
 		require.Equal(t, want, postgres.Redact(in), in)
 	}
 }
+
+// A batch is written by one INSERT when small and by COPY when large:
+// both store what the enqueue returns (dependencies in the batch and
+// stored ones, a failed dependency failing its dependents at once,
+// groups, due times, names), and claims follow the batch's order.
+func TestPostgresEnqueueSmallAndLargeBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, n := range []int{3, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.Shared(t).NewDatabase(t, t.Name())
+			st, err := postgres.Open(ctx, url, postgres.Options{})
+			require.NoError(t, err)
+			defer st.Close()
+			_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{{Name: "done", Command: []string{"true"}}, {Name: "bad", Command: []string{"true"}}}, Source: "# before"})
+			require.NoError(t, err)
+			claimed, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 1})
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			_, err = st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: claimed[0].ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+			require.NoError(t, err)
+			_, err = st.JobCancel(ctx, "bad")
+			require.NoError(t, err)
+
+			runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+			specs := make([]jobspec.Spec, n)
+			for i := range specs {
+				specs[i] = jobspec.Spec{Name: fmt.Sprintf("j%03d", i), Command: []string{"echo", fmt.Sprint(i)}, Retries: i % 3, Labels: map[string]string{"i": fmt.Sprint(i)}}
+			}
+			specs[1].After = []string{"j000", "done"} // in the batch, and stored succeeded
+			specs[2].After = []string{"bad"}          // stored canceled: fails at once
+			specs[0].Group = "g"
+			if n > 3 {
+				specs[3].RunAt = runAt
+				specs[4].After = []string{"j002"} // fails with j002
+				specs[5].Name = ""
+			}
+			got, err := st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: specs, Source: "# batch", SourcePath: "/jobs/batch.toml"})
+			require.NoError(t, err)
+			require.Len(t, got, n)
+			for i, j := range got {
+				stored, err := st.JobGet(ctx, j.ID)
+				require.NoError(t, err)
+				require.Equal(t, j.ID, stored.ID)
+				require.Equal(t, j.Name, stored.Name, "job %d", i)
+				require.Equal(t, j.State, stored.State, "job %d", i)
+				require.Equal(t, j.Reason, stored.Reason, "job %d", i)
+				require.Equal(t, j.DependsOn, stored.DependsOn, "job %d", i)
+				require.Equal(t, j.DepsPending, stored.DepsPending, "job %d", i)
+				require.Equal(t, j.MaxAttempts, stored.MaxAttempts, "job %d", i)
+				require.True(t, j.NotBefore.Equal(stored.NotBefore), "job %d: %v %v", i, j.NotBefore, stored.NotBefore)
+				require.Equal(t, j.Spec.Command, stored.Spec.Command, "job %d", i)
+				require.Equal(t, j.Spec.Labels, stored.Spec.Labels, "job %d", i)
+				require.Equal(t, "/jobs/batch.toml", stored.SourcePath)
+			}
+			require.Equal(t, queue.StateQueued, got[1].State)
+			require.Equal(t, 1, got[1].DepsPending, "j000 in the batch; done already succeeded")
+			require.Len(t, got[1].DependsOn, 2)
+			require.Equal(t, queue.StateFailed, got[2].State)
+			require.Contains(t, got[2].Reason, "bad")
+			if n > 3 {
+				require.True(t, got[3].NotBefore.Equal(runAt))
+				require.Equal(t, queue.StateFailed, got[4].State)
+			}
+			// Claims in batch order (j000 first: its group has no limit);
+			// the blocked, failed and not yet due jobs are skipped.
+			var order []string
+			for {
+				c, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 7})
+				require.NoError(t, err)
+				if len(c) == 0 {
+					break
+				}
+				for _, j := range c {
+					order = append(order, j.ID)
+				}
+			}
+			var want []string
+			for i, j := range got {
+				if i == 1 || i == 2 || (n > 3 && (i == 3 || i == 4)) {
+					continue
+				}
+				want = append(want, j.ID)
+			}
+			require.Equal(t, want, order)
+			// A second batch with a live name of the first is refused
+			// whole, by either path.
+			again := append([]jobspec.Spec{{Name: "fresh", Command: []string{"true"}}}, specs[1:]...)
+			_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: again, Source: "# again"})
+			require.ErrorIs(t, err, queue.ErrNameInUse)
+			_, err = st.JobGet(ctx, "fresh")
+			require.ErrorIs(t, err, queue.ErrNotFound)
+		})
+	}
+}
