@@ -28,7 +28,12 @@
 //  7. hosts: 1, 2 and 4 worker processes draining one batch on one
 //     SQLite state directory and, with --store postgres://..., on one
 //     PostgreSQL database from state directories of their own (as
-//     several hosts), with the NOTIFYs they send.
+//     several hosts), with the NOTIFYs they send;
+//  8. notify (with --store): 1,000 jobs/s enqueued for 5 s as single
+//     jobs and in batches of 10 and 100, with 4 listening workers: the
+//     NOTIFYs sent and received, each enqueue's latency to its commit and
+//     the server's commits per second, against the same load on a
+//     poll-only store (no NOTIFY) in the same run.
 //
 // With --store, scenario 3 also runs on fresh PostgreSQL databases.
 //
@@ -89,7 +94,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "runs per measurement; each row is their median, min and max")
 	flag.IntVar(&o.jobs, "jobs", 200, "jobs per throughput run")
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
-	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts,notify", "comma-separated scenarios to run")
 	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
 	flag.StringVar(&o.store, "store", "", "a PostgreSQL server (postgres://USER@HOST/DB, a user with CREATEDB): the queue and hosts scenarios also run on fresh databases there")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
@@ -151,9 +156,11 @@ func run(o options) error {
 			err = b.layers(ctx)
 		case "hosts":
 			err = b.hosts(ctx)
+		case "notify":
+			err = b.notifyLoad(ctx)
 		case "":
 		default:
-			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers, hosts)", s)
+			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers, hosts, notify)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
