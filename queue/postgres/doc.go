@@ -22,6 +22,11 @@
 //     would abort each other); serialization failures (40001), deadlocks
 //     (40P01) and unique violations of a racing twin (23505) run the
 //     transaction again, at most 8 times, with a short random backoff.
+//   - A call whose server cannot be reached (a restart, a fail-over)
+//     runs again with backoff for up to Options.RetryFor, unless its
+//     COMMIT may have reached the server, and then fails with
+//     queue.ErrUnreachable; [Store.WatchOutages] tells when calls begin
+//     to retry, each retried try, and the first success after them.
 //   - Leases, heartbeats, backoff and schedules are judged on the
 //     server's clock (now()), never a worker's, so a host with a skewed
 //     clock can neither steal a live lease nor keep a dead one.
