@@ -14,12 +14,17 @@ import (
 
 // Wake-ups between hosts: every transaction that makes jobs ready to
 // claim (an enqueue, a finish that releases a dependent, a recovery or
-// release of leases, a retry, a schedule's instances) sends one NOTIFY on
-// notifyChannel, once per transaction whatever the number of jobs. NOTIFY
-// takes a cluster-wide lock at commit: one per job, or per finish, would
-// cap a busy queue's commits (some hundreds to a thousand notifying
-// commits per second), so a plain finish sends none and waits poll for
-// final states. Listeners hold one dedicated connection each (LISTEN needs
+// release of leases, a retry, a schedule's instances) is followed, once it
+// has committed, by one NOTIFY on notifyChannel, whatever the number of
+// jobs. A committing NOTIFY holds a cluster-wide lock until its commit
+// record is flushed (async.c, PreCommit_Notify), so notifying commits
+// cannot share a flush: sent inside the job's own transaction, single-job
+// enqueues stalled at one per WAL flush (~550 a second, measured). So the
+// NOTIFY is its own transaction, sent after the job's has committed, with
+// synchronous_commit off: it waits for no flush (a notification is a hint,
+// and one lost in a server crash only leaves the wake-up to the poll),
+// and the job's own commit stays durable. A plain finish sends none and
+// waits poll for final states. Listeners hold one dedicated connection each (LISTEN needs
 // a session: it does not work through a transaction-pooling PgBouncer),
 // reconnect with backoff, and are only a hint: workers and waits poll
 // too. With PollOnlyParam=1 in the URL, the store neither notifies nor
@@ -61,15 +66,46 @@ func splitPollOnly(raw string) (string, bool, error) {
 	return raw, false, fmt.Errorf("postgres: %s=%q: expected 1 or 0", PollOnlyParam, v)
 }
 
-// notify queues the transaction's notification (sent at commit).
-func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
-	if s.pollOnly {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', '')`); err != nil {
-		return fmt.Errorf("postgres: notify: %w", err)
+// notifyingTx is the transaction [Store.txOnce] hands its function: notify
+// marks it, and txOnce sends the notification once it has committed.
+type notifyingTx struct {
+	pgx.Tx
+	notify bool
+}
+
+// notify asks for a notification once tx (a transaction of [Store.tx])
+// has committed. It never fails; the error is for its callers' return.
+func (s *Store) notify(_ context.Context, tx pgx.Tx) error {
+	if n, ok := tx.(*notifyingTx); ok {
+		n.notify = true
 	}
 	return nil
+}
+
+// notifyTimeout bounds the NOTIFY sent after a commit: the caller's
+// change is durable already, and a wake-up late by more is left to the
+// poll.
+const notifyTimeout = 2 * time.Second
+
+// sendNotify sends one NOTIFY in a transaction of its own whose commit
+// waits for no flush. Failures are ignored: listeners poll too.
+func (s *Store) sendNotify(ctx context.Context) {
+	if s.pollOnly {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit TO off`)
+	b.Queue(`SELECT pg_notify('` + notifyChannel + `', '')`)
+	b.Queue(`COMMIT`)
+	_ = conn.SendBatch(ctx, b).Close()
 }
 
 // Notifications implements queue.Notifier with a dedicated listening

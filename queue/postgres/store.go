@@ -282,7 +282,8 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 			return err
 		}
 	}
-	if err := fn(tx, now); err != nil {
+	ntx := &notifyingTx{Tx: tx}
+	if err := fn(ntx, now); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -290,6 +291,9 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 			return fmt.Errorf("%w: %w", errCommitUnknown, err)
 		}
 		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	if ntx.notify {
+		s.sendNotify(ctx)
 	}
 	return nil
 }
