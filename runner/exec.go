@@ -244,7 +244,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// them.
 	fence := e.fence()
 	pol, err := fence.policy(hj)
-	var lock *protectLock
+	var lock *rootLocks
 	defer func() { lock.release() }()
 	// The job's timeout covers its wait for the protect lock.
 	var lockDeadline time.Time
@@ -293,10 +293,10 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		if policy, err = fence.policy(final); err != nil {
 			return finish(queue.OutcomeRunnerFailed, err.Error())
 		}
-		// A hook may have made the job write (may_widen) or follow a
-		// link its lock does not cover: the lock is taken again, and the
-		// policy resolved again under it.
-		if policy.Mode() == sandbox.ModeWorkspaceWrite && (lock == nil || policy.FollowsProtectedLinks() && !lock.exclusiveHeld()) {
+		// A hook may have made the job write (may_widen) or write other
+		// roots: their locks are taken, and the policy resolved again
+		// under them.
+		if policy.Mode() == sandbox.ModeWorkspaceWrite && !lock.covers(policy.Roots()) {
 			lock.release()
 			policy, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, fence, final, policy)
 			if o := lockOutcome(ctx, err); o != "" {

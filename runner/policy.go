@@ -45,7 +45,8 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
 	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
 	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",
-	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
+	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.
 var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}

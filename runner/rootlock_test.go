@@ -2,53 +2,65 @@ package runner
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestLockProtect: shared holders go together, an exclusive one waits
-// for them to be released, and a wait ends when the attempt is canceled,
-// its timeout passes or the worker stops.
-func TestLockProtect(t *testing.T) {
+// TestLockRoots: jobs writing disjoint trees hold their locks together;
+// one writing the same root, or a root inside or around another's, waits
+// until it is released; a wait ends when the attempt is canceled, its
+// timeout passes or the worker stops. Each root is locked exclusive and
+// its ancestors shared, in bucket order.
+func TestLockRoots(t *testing.T) {
 	t.Parallel()
 	state := StateDir{Root: t.TempDir()}
+	base := t.TempDir()
+	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
+	inA := filepath.Join(a, "repo")
 	ctx := context.Background()
 
-	s1, err := lockProtect(ctx, nil, time.Time{}, state, false)
+	buckets, exclusive := rootLockPlan([]string{inA})
+	require.Len(t, exclusive, len(buckets))
+	require.IsIncreasing(t, buckets)
+	held := 0
+	for _, ex := range exclusive {
+		if ex {
+			held++
+		}
+	}
+	require.Equal(t, 1, held, "the root alone is exclusive")
+
+	la, err := lockRoots(ctx, nil, time.Time{}, state, []string{a})
 	require.NoError(t, err)
-	s2, err := lockProtect(ctx, nil, time.Time{}, state, false)
-	require.NoError(t, err, "shared holders go together")
+	lb, err := lockRoots(ctx, nil, time.Time{}, state, []string{b})
+	require.NoError(t, err, "disjoint trees go together")
 
 	got := make(chan error, 1)
-	exclusive := func(ctx context.Context, cancel <-chan struct{}, deadline time.Time) {
-		l, err := lockProtect(ctx, cancel, deadline, state, true)
-		require.Equal(t, err == nil, l.exclusiveHeld())
+	try := func(ctx context.Context, cancel <-chan struct{}, deadline time.Time, roots ...string) {
+		l, err := lockRoots(ctx, cancel, deadline, state, roots)
+		require.Equal(t, err == nil, l.covers(roots))
 		l.release()
 		got <- err
 	}
-	cancel := make(chan struct{})
-	go exclusive(ctx, cancel, time.Time{})
-	select {
-	case err := <-got:
-		t.Fatalf("the exclusive lock did not wait: %v", err)
-	case <-time.After(200 * time.Millisecond):
+	for _, roots := range [][]string{{a}, {inA}, {base}} {
+		go try(ctx, nil, time.Now().Add(150*time.Millisecond), roots...)
+		require.ErrorIs(t, <-got, errLockTimeout, "%v waits for %s", roots, a)
 	}
+	cancel := make(chan struct{})
+	go try(ctx, cancel, time.Time{}, inA)
 	close(cancel)
 	require.ErrorIs(t, <-got, errLockCanceled)
-
-	go exclusive(ctx, nil, time.Now().Add(100*time.Millisecond))
-	require.ErrorIs(t, <-got, errLockTimeout)
-
 	stop, stopWorker := context.WithCancel(ctx)
-	go exclusive(stop, nil, time.Time{})
+	go try(stop, nil, time.Time{}, inA)
 	stopWorker()
 	require.ErrorIs(t, <-got, context.Canceled)
 
-	go exclusive(ctx, nil, time.Time{})
-	s1.release()
-	s2.release()
-	s2.release() // idempotent
-	require.NoError(t, <-got, "free once the shared holders let go")
+	go try(ctx, nil, time.Time{}, inA)
+	la.release()
+	la.release() // idempotent
+	require.NoError(t, <-got, "free once the other lets go")
+	lb.release()
 }

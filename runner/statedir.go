@@ -20,7 +20,7 @@ import (
 //	<root>/cache/wazero/           the hooks' compilation cache
 //	<root>/notify/wake             touched after an enqueue: idle workers claim at once
 //	<root>/dev/                    a root worker's substitute device nodes (sandbox.PrepareDeviceNodes)
-//	<root>/locks/protect           held by every writing job while it resolves and protects its paths
+//	<root>/locks/root-<n>          locks of writable roots and their ancestors, n < 1024 (lockRoots)
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -30,18 +30,17 @@ type StateDir struct {
 
 // Names inside the state directory.
 const (
-	databaseName    = "paddock.db"
-	eventLogName    = "events.jsonl"
-	logsName        = "logs"
-	workspacesName  = "workspaces"
-	inboxName       = "inbox"
-	cacheName       = "cache"
-	hookCacheName   = "wazero"
-	notifyName      = "notify"
-	devName         = "dev"
-	locksName       = "locks"
-	protectLockName = "protect"
-	wakeName        = "wake"
+	databaseName   = "paddock.db"
+	eventLogName   = "events.jsonl"
+	logsName       = "logs"
+	workspacesName = "workspaces"
+	inboxName      = "inbox"
+	cacheName      = "cache"
+	hookCacheName  = "wazero"
+	notifyName     = "notify"
+	devName        = "dev"
+	locksName      = "locks"
+	wakeName       = "wake"
 )
 
 // Database is the queue's SQLite file.
@@ -75,9 +74,11 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 // its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
 func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
 
-// ProtectLock is the lock file every workspace_write job holds while it
-// resolves and protects its paths ([lockProtect]).
-func (s StateDir) ProtectLock() string { return filepath.Join(s.Root, locksName, protectLockName) }
+// RootLock is lock file number bucket of the writable roots' locks
+// ([lockRoots]).
+func (s StateDir) RootLock(bucket int) string {
+	return filepath.Join(s.Root, locksName, fmt.Sprintf("root-%d", bucket))
+}
 
 // Inbox is the directory agents drop job files into.
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }

@@ -152,11 +152,6 @@ func (p Policy) protectPathsOf(k protectKind) []string {
 // the command has ended.
 func (p Policy) protectedLinks() []ProtectedLink { return slices.Clone(p.links) }
 
-// FollowsProtectedLinks reports whether resolving the protected paths
-// followed a symlink inside a writable root ([ProtectedLink]): one that
-// another job writing the same root could swap while this one resolves.
-func (p Policy) FollowsProtectedLinks() bool { return len(p.links) > 0 }
-
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only
 // mode), then each writable root. Empty for danger_full_access.

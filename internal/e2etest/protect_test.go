@@ -290,13 +290,11 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 // real git directory and a decoy as fast as it can, while jobs beside it
 // (worker -c 2) try to write the real directory's hook: half of them in
 // the same workspace, half in the repository nested inside it (roots that
-// overlap). A job whose protected paths follow a symlink inside a
-// writable root holds the state directory's protect lock alone, from
-// before it resolves them until the link is checked after it: no writer
-// resolves while the swapper runs, so none protects the decoy instead or
-// records the decoy as the link to put back, and the hook is never
-// written. Jobs on a workspace whose .git is a directory (nothing to
-// swap) still run side by side.
+// overlap). Jobs writing overlapping trees hold their roots' locks from
+// before they resolve their protected paths until the link is checked
+// after them: no writer resolves while the swapper runs, so none protects
+// the decoy instead or records the decoy as the link to put back, and the
+// hook is never written.
 func TestE2EProtectedLinkRace(t *testing.T) {
 	t.Parallel()
 	RequireBwrap(t)
@@ -348,34 +346,69 @@ done
 	require.NoError(t, err)
 	require.Equal(t, "real.git", target)
 
-	// With .git a directory, two jobs overlap: each records when it
-	// started and ended.
-	plain := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(plain, ".git", "hooks"), 0o755))
+}
+
+// TestE2EProtectedAcrossJobs: a protected path is pinned by a mount in
+// its own job's namespace only, and another job writing the same tree
+// could remove it (the kernel then detaches the first job's mount), or
+// have the runner's clean-up remove a placeholder the first relies on.
+// Jobs writing overlapping trees therefore run one after the other: here
+// a benign job in a repository without .git/hooks (whose empty
+// placeholder the runner removes after it) and a hostile one that waits
+// for that removal to create the hook. The hook is never created. Jobs
+// in sibling workspaces still run side by side: each records when it
+// started and ended.
+func TestE2EProtectedAcrossJobs(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+	b.Submit(b.WriteJob("two.toml", fmt.Sprintf(`[defaults]
+mode = "workspace_write"
+workspace = %q
+[[job]]
+name = "benign"
+command = ["sleep", "3"]
+[[job]]
+name = "hostile"
+command = '''
+sleep 1; mkdir -p .git/hooks/x 2>/dev/null && echo CREATED-early
+sleep 4; mkdir -p .git/hooks 2>/dev/null; echo pwned > .git/hooks/pre-commit 2>/dev/null && echo CREATED-hook
+true
+'''
+`, ws)))
+	out, errOut, code := b.Run("worker", "--drain", "-c", "2")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
+	require.NoDirExists(t, filepath.Join(ws, ".git", "hooks", "x"))
+
+	base := t.TempDir()
 	var two strings.Builder
-	fmt.Fprintf(&two, "[defaults]\nmode = \"workspace_write\"\nworkspace = %q\n", plain)
 	for i := range 2 {
-		fmt.Fprintf(&two, "[[job]]\nname = \"side-%d\"\ncommand = '''\ndate +%%s.%%N > start-%d; sleep 2; date +%%s.%%N > end-%d\n'''\n", i, i, i)
+		dir := filepath.Join(base, fmt.Sprint(i))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, ".git", "hooks"), 0o755))
+		fmt.Fprintf(&two, "[[job]]\nname = \"side-%d\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = '''\ndate +%%s.%%N > start; sleep 2; date +%%s.%%N > end\n'''\n", i, dir)
 	}
 	b.Submit(b.WriteJob("side.toml", two.String()))
 	out, errOut, code = b.Run("worker", "--drain", "-c", "2")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	at := func(name string) float64 {
-		data, err := os.ReadFile(filepath.Join(plain, name))
+	at := func(i int, name string) float64 {
+		data, err := os.ReadFile(filepath.Join(base, fmt.Sprint(i), name))
 		require.NoError(t, err)
 		var f float64
 		_, err = fmt.Sscan(string(data), &f)
 		require.NoError(t, err)
 		return f
 	}
-	require.Less(t, max(at("start-0"), at("start-1")), min(at("end-0"), at("end-1")), "the two jobs ran one after the other")
+	require.Less(t, max(at(0, "start"), at(1, "start")), min(at(0, "end"), at(1, "end")), "jobs in sibling workspaces ran one after the other")
 }
 
-// TestE2EWidenedJobTakesTheProtectLock: a read_only job that a may_widen
-// hook makes workspace_write takes the protect lock like any writing job:
-// it and a job whose protected paths follow a symlink run one after the
-// other, whichever starts first.
-func TestE2EWidenedJobTakesTheProtectLock(t *testing.T) {
+// TestE2EWidenedJobTakesTheRootLocks: a read_only job that a may_widen
+// hook makes workspace_write takes its roots' locks like any writing job:
+// it and a job writing the same workspace run one after the other,
+// whichever starts first.
+func TestE2EWidenedJobTakesTheRootLocks(t *testing.T) {
 	t.Parallel()
 	RequireBwrap(t)
 	b := Setup(t, "")
