@@ -448,3 +448,40 @@ date +%%s.%%N > widened-start; sleep 1; date +%%s.%%N > widened-end
 	require.GreaterOrEqual(t, max(at("widened-start"), at("linked-start")), min(at("widened-end"), at("linked-end")),
 		"the widened job ran beside the linked one")
 }
+
+// TestE2EProtectedUserConfig: in a workspace that is a home directory,
+// git's user config (whose core.fsmonitor git runs in every repository)
+// and a shell's exit file stay read-only under the default list; with
+// protect = [] the same job writes them, so the check can fail.
+func TestE2EProtectedUserConfig(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	home := t.TempDir()
+	for _, f := range []string{".gitconfig", ".bash_logout", ".config/git/config"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(home, f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(home, f), []byte("# mine\n"), 0o644))
+	}
+	job := b.WriteJob("home.toml", fmt.Sprintf(`mode = "workspace_write"
+workspace = %q
+command = '''
+printf '[core]\n\tfsmonitor = "echo pwned"\n' >> .gitconfig 2>/dev/null && echo WROTE-gitconfig
+echo pwned >> .config/git/config 2>/dev/null && echo WROTE-xdg
+echo pwned >> .bash_logout 2>/dev/null && echo WROTE-logout
+true
+'''
+`, home))
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.NotContains(t, out, "WROTE-")
+	for _, f := range []string{".gitconfig", ".bash_logout", ".config/git/config"} {
+		data, err := os.ReadFile(filepath.Join(home, f))
+		require.NoError(t, err)
+		require.Equal(t, "# mine\n", string(data), f)
+	}
+	b.SetPolicy("protect = []\n")
+	out, errOut, code = b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "WROTE-gitconfig")
+	require.Contains(t, out, "WROTE-xdg")
+}
