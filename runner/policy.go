@@ -186,6 +186,10 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 				problems = append(problems, fmt.Sprintf("%s%s: %q would protect a writable root itself or what lies above it (the home directory holds the default state directory and its workspaces): every job writing there would be refused", at(key), key, e))
 			case key == "hide" && (filepath.Clean(e) == "/" || e == "~" || e == "~/"):
 				problems = append(problems, fmt.Sprintf("%s%s: %q would hide what every job runs from (the root, or the home directory that holds the default state directory)", at(key), key, e))
+			case key == "hide" && e != DefaultSetMarker && !filepath.IsAbs(e) && !strings.HasPrefix(e, "~/"):
+				// Accepted, it would look hidden in policy show and hide
+				// nothing.
+				problems = append(problems, fmt.Sprintf("%s%s: %q is relative: hide takes absolute paths and globs, or ~/ for the worker's home (an entry below every workspace is not supported)", at(key), key, e))
 			default:
 				if _, err := filepath.Match(e, ""); err != nil || e == "" || strings.ContainsRune(e, 0) {
 					problems = append(problems, fmt.Sprintf("%s%s: bad path or glob %q", at(key), key, e))
