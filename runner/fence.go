@@ -511,7 +511,9 @@ func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 	info.Network = pol.Network()
 	info.Hidden = append(pol.Hide(), pol.HideFiles()...)
 	info.Protected = pol.Protected()
-	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d, DeviceNodes: f.DeviceNodes()})
+	// A root worker's substitute device nodes are bound where bwrap
+	// starts (sandbox.StartWithDeviceNodes), not in its argv.
+	info.Argv, err = sandbox.Build(sandbox.ConfineParams{Argv: j.Argv, Policy: pol, Discovery: d})
 	return info, err
 }
 
