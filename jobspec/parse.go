@@ -346,7 +346,14 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		p.add(line, sc.label(), "writable", fmt.Sprintf("extra writable paths need mode = \"workspace_write\", and this job's mode is %q", s.Mode))
 		ok = false
 	}
-	for _, e := range append(scheduleProblems(&s, own.set.has("overlap") || own.set.has("missed") || own.set.has("missed_grace")), limitProblems(&s)...) {
+	stray := ""
+	for _, k := range schedulePolicyKeys {
+		if own.set.has(k) {
+			stray = k
+			break
+		}
+	}
+	for _, e := range append(scheduleProblems(&s, stray), limitProblems(&s)...) {
 		line := line
 		if e.key != "" {
 			if l := p.keyLine(sc.path(e.key)); l > 0 {
@@ -357,7 +364,7 @@ func (p *parser) build(defaults *fieldSet, own fieldSet, sc scope, line int) (Sp
 		ok = false
 	}
 	if s.Schedule == "" { // policies inherited from [defaults] do not apply to one-off jobs
-		s.Overlap, s.Missed, s.MissedGrace = "", "", 0
+		s.Overlap, s.Missed, s.MissedGrace, s.Jitter = "", "", 0, 0
 	}
 	return s, ok
 }

@@ -67,12 +67,12 @@ type keyMsg struct{ key, msg string }
 
 // scheduleProblems checks the schedule rules of one spec: a schedule needs
 // a short enough name, a valid expression, and no after; policies only go
-// with a schedule (strayPolicy: the job set one of them itself).
-func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
+// with a schedule (stray: the first of them the job set itself, or "").
+func scheduleProblems(s *Spec, stray string) []keyMsg {
 	var out []keyMsg
 	if s.Schedule == "" {
-		if strayPolicy {
-			out = append(out, keyMsg{"schedule", "overlap, missed, missed_grace and jitter apply to schedules only: set schedule or remove them"})
+		if stray != "" {
+			out = append(out, keyMsg{stray, "overlap, missed, missed_grace and jitter apply to schedules only: set schedule or remove " + stray})
 		}
 		return out
 	}
@@ -105,3 +105,7 @@ func scheduleProblems(s *Spec, strayPolicy bool) []keyMsg {
 	}
 	return out
 }
+
+// schedulePolicyKeys are the keys that apply to schedules only, in the
+// order a problem names the first one a job set.
+var schedulePolicyKeys = []string{"overlap", "missed", "missed_grace", "jitter"}

@@ -27,7 +27,7 @@ func TestScheduleParseErrors(t *testing.T) {
 		{"overlap typo", "name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\noverlap = \"skp\"\n", 4, "overlap", `(did you mean "skip"?)`},
 		{"missed unknown", "name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\nmissed = \"all\"\n", 4, "missed", "expected one of run_once, skip"},
 		{"missed_grace bad", "name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\nmissed_grace = \"0s\"\n", 4, "missed_grace", "positive"},
-		{"policy without schedule", "name = \"j\"\ncommand = \"true\"\noverlap = \"allow\"\n", 1, "schedule", "apply to schedules only"},
+		{"policy without schedule", "name = \"j\"\ncommand = \"true\"\noverlap = \"allow\"\n", 3, "overlap", "apply to schedules only"},
 		{"misspelt key", "name = \"s\"\ncommand = \"true\"\nschedule = \"@daily\"\nmised = \"skip\"\n", 4, "mised", `did you mean "missed"?`},
 	}
 	for _, tt := range tests {

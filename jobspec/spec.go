@@ -276,7 +276,19 @@ func Validate(file string, specs []Spec) error {
 		if s.Jitter < 0 || s.Jitter > MaxJitter {
 			bad("jitter", fmt.Sprintf("jitter %s out of range: expected 0 to %s", s.Jitter, MaxJitter))
 		}
-		for _, e := range append(scheduleProblems(s, s.Schedule == "" && (s.Overlap != "" || s.Missed != "" || s.MissedGrace != 0 || s.Jitter != 0)), limitProblems(s)...) {
+		stray := ""
+		switch {
+		case s.Schedule != "":
+		case s.Overlap != "":
+			stray = "overlap"
+		case s.Missed != "":
+			stray = "missed"
+		case s.MissedGrace != 0:
+			stray = "missed_grace"
+		case s.Jitter != 0:
+			stray = "jitter"
+		}
+		for _, e := range append(scheduleProblems(s, stray), limitProblems(s)...) {
 			bad(e.key, e.msg)
 		}
 		if s.Timezone != "" && !zones[s.Timezone] {

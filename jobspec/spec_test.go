@@ -267,7 +267,7 @@ func TestValidateNewKeys(t *testing.T) {
 		{"delay over ten years", "delay", func(s *jobspec.Spec) { s.Delay = jobspec.MaxDelay + time.Second }},
 		{"run_at beyond 2200 (would wrap in nanoseconds)", "run_at", func(s *jobspec.Spec) { s.RunAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{"run_at before 1970", "run_at", func(s *jobspec.Spec) { s.RunAt = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC) }},
-		{"jitter on a one-off job", "schedule", func(s *jobspec.Spec) { s.Jitter = time.Minute }},
+		{"jitter on a one-off job", "jitter", func(s *jobspec.Spec) { s.Jitter = time.Minute }},
 		{"jitter over a day", "jitter", func(s *jobspec.Spec) { s.Schedule, s.Jitter = "@hourly", 25*time.Hour }},
 		{"run_at on a schedule", "run_at", func(s *jobspec.Spec) { s.Schedule, s.RunAt = "@hourly", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{"delay on a schedule", "delay", func(s *jobspec.Spec) { s.Schedule, s.Delay = "@hourly", time.Minute }},

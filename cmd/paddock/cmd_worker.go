@@ -111,7 +111,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	if err != nil {
 		return err
 	}
-	if opts.Concurrency < 0 {
+	if opts.Concurrency < 0 || opts.Concurrency == 0 && cmd.Flags().Changed("concurrency") {
 		return usagef("--concurrency %d: must be at least 1", opts.Concurrency)
 	}
 
