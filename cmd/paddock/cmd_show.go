@@ -17,6 +17,7 @@ import (
 
 	"paddock/jobspec"
 	"paddock/queue"
+	"paddock/runner"
 )
 
 // ShowOptions are the flags of `paddock show`.
@@ -323,6 +324,12 @@ func printShow(w io.Writer, v jobView) {
 				continue
 			}
 			if _, err := os.Stat(l.path); err != nil {
+				if at.WorkerID != "" && !runner.WorkerOnThisHost(at.WorkerID) {
+					// Another host's file: a store shared by hosts keeps a
+					// copy, which logs reads.
+					fmt.Fprintf(w, "  %s   (not on this host: it ran on %s; paddock logs reads the store's copy)\n", l.name, strings.SplitN(at.WorkerID, ":", 2)[0])
+					continue
+				}
 				fmt.Fprintf(w, "  %s   (none: nothing written)\n", l.name)
 				continue
 			}

@@ -52,4 +52,14 @@ func TestLogsOfAnotherHostComeFromTheStore(t *testing.T) {
 	}
 	require.NoError(t, err, "logs from another host: %s", stderr)
 	require.Equal(t, "from the job\n", string(outB))
+
+	// show says where the output is when the file is not on this host.
+	require.NoError(t, os.Remove(path))
+	c = h.cmd(context.Background(), "show", "talk")
+	c.Args = append(append([]string{"unshare", "-u", "-n", "--"}, sh...), c.Args[3:]...)
+	outB, err = c.Output()
+	require.NoError(t, err, "show from another host")
+	require.Contains(t, string(outB), "stdout   (not on this host: it ran on ")
+	require.Contains(t, string(outB), "paddock logs reads the store's copy")
+	require.NotContains(t, string(outB), "nothing written")
 }
