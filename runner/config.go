@@ -134,6 +134,15 @@ func (c Config) hookAt(i int) string {
 // reads every module once; commands that run no hook (paddock submit)
 // call it so that a config a worker would refuse is refused there too.
 func (c Config) CheckHooks() error {
+	if problems := c.hookProblems(); len(problems) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// hookProblems are CheckHooks' problems, each with its [[hook]] table's
+// place.
+func (c Config) hookProblems() []string {
 	var problems []string
 	for i, h := range c.HookConfigs() {
 		if err := h.Check(); err != nil {
@@ -144,10 +153,7 @@ func (c Config) CheckHooks() error {
 			problems = append(problems, at+err.Error())
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
-	}
-	return nil
+	return problems
 }
 
 // HookConfig is one [[hook]] table. Relative paths resolve against the

@@ -264,9 +264,8 @@ func (p Policy) HookConfigs() []hooks.Config { return Config{Hooks: p.Hooks}.Hoo
 // compiling: the module file exists and its bytes match sha256. Errors
 // name the policy file and the hook's line; they wrap [ErrPolicy].
 func (p Policy) CheckHooks() error {
-	err := Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}.CheckHooks()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPolicy, err)
+	if problems := (Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}).hookProblems(); len(problems) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(problems, "\n  "))
 	}
 	return nil
 }

@@ -68,11 +68,15 @@ fi
 	})
 }
 
-// TestE2ERaceIntoStateDir: job A flips, as fast as it can, a directory
-// and a symlink to paddock's state directory (renameat2 RENAME_EXCHANGE)
-// at a path that job B, run beside it, names as its workspace. Whatever
-// the interleaving, B either binds the directory or is refused: it never
-// binds the state directory, so it never writes there. 200 B jobs.
+// TestE2ERaceIntoStateDir: a process flips, as fast as it can, a
+// directory and a symlink to paddock's state directory (renameat2
+// RENAME_EXCHANGE) at a path that jobs name as their workspace. Whatever
+// the interleaving, a job either binds the directory or is refused: it
+// never binds the state directory, so it never writes there. 200 jobs.
+// The flipper runs on the host, as another tool or a job of a worker with
+// another state directory would: a job of the same state directory
+// writing the parent would hold its lock, and the racers would wait for
+// it to end (TestE2EProtectedAcrossJobs).
 func TestE2ERaceIntoStateDir(t *testing.T) {
 	t.Parallel()
 	python, err := exec.LookPath("python3")
@@ -84,23 +88,22 @@ func TestE2ERaceIntoStateDir(t *testing.T) {
 		shared := hostDirUnder(t, "/var/tmp")
 		require.NoError(t, os.Mkdir(filepath.Join(shared, "sub"), 0o755))
 		require.NoError(t, os.Symlink(b.State, filepath.Join(shared, "link")))
-		flipper := b.WriteJob("flipper.toml", fmt.Sprintf(`name = "flipper"
-mode = "workspace_write"
-workspace = %q
-timeout = "5m"
-command = [%q, "-c", '''
+		flipper := exec.Command(python, "-c", `
 import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
-open("started", "w").close()
 n = 0
 deadline = time.time() + 240
 while not os.path.exists("stop") and time.time() < deadline:
     libc.renameat2(AT_FDCWD, b"sub", AT_FDCWD, b"link", RENAME_EXCHANGE)
     n += 1
 print("flips", n)
-''']
-`, shared, python))
+`)
+		flipper.Dir = shared
+		var flips strings.Builder
+		flipper.Stdout = &flips
+		require.NoError(t, flipper.Start())
+		t.Cleanup(func() { _ = flipper.Process.Kill(); _ = flipper.Wait() })
 		var racersFile strings.Builder
 		racersFile.WriteString("[defaults]\nmode = \"workspace_write\"\n")
 		fmt.Fprintf(&racersFile, "workspace = %q\n", filepath.Join(shared, "sub"))
@@ -108,20 +111,14 @@ print("flips", n)
 		for i := range racers {
 			fmt.Fprintf(&racersFile, "[[job]]\nname = \"racer-%d\"\n", i)
 		}
-		flipID := b.Submit(flipper)[0]
 		w := b.StartWorker("--concurrency", "2")
-		deadline := time.Now().Add(30 * time.Second)
-		for !fileExists(filepath.Join(shared, "started")) {
-			require.True(t, time.Now().Before(deadline), "the flipper never started")
-			time.Sleep(20 * time.Millisecond)
-		}
 		racerIDs := b.Submit(b.WriteJob("racers.toml", racersFile.String()))
 		require.Len(t, racerIDs, racers)
 		for _, id := range racerIDs {
 			b.WaitState(id, 3*time.Minute, "succeeded", "failed")
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(shared, "stop"), nil, 0o644))
-		b.WaitState(flipID, time.Minute, "succeeded")
+		require.NoError(t, flipper.Wait())
 		_ = w.Process.Kill()
 
 		outcomes := map[string]int{}
@@ -132,8 +129,7 @@ print("flips", n)
 			out, _, _ := b.Run("logs", id)
 			require.NotContains(t, out, "ESCAPED", "racer %s saw the state directory", id)
 		}
-		flips, _, _ := b.Run("logs", flipID)
-		t.Logf("%d racers: %v; flipper: %s", racers, outcomes, strings.TrimSpace(flips))
+		t.Logf("%d racers: %v; flipper: %s", racers, outcomes, strings.TrimSpace(flips.String()))
 		matches, err := filepath.Glob(filepath.Join(b.State, "pwned-*"))
 		require.NoError(t, err)
 		require.Empty(t, matches, "a racer wrote into the state directory")
@@ -260,10 +256,11 @@ func fileExists(path string) bool {
 }
 
 // TestE2EWorkspaceRootsRace: the policy allows workspaces under one
-// directory only; job A, inside it, flips a symlink on the path that jobs
-// B name as a writable root between a directory inside and one outside.
-// Whatever the interleaving, no B job writes outside: the ceiling is
-// judged again on the descriptors bwrap binds.
+// directory only; a process inside it flips a symlink on the path that
+// jobs name as a writable root between a directory inside and one
+// outside. Whatever the interleaving, no job writes outside: the ceiling
+// is judged again on the descriptors bwrap binds. The flipper runs on the
+// host, as in TestE2ERaceIntoStateDir.
 func TestE2EWorkspaceRootsRace(t *testing.T) {
 	t.Parallel()
 	python, err := exec.LookPath("python3")
@@ -279,12 +276,7 @@ func TestE2EWorkspaceRootsRace(t *testing.T) {
 		pol := b.WriteJob("policy.toml", fmt.Sprintf("workspace_roots = [%q]\n", allowed))
 		_, errOut, code := b.Run("policy", "set", pol)
 		require.Equal(t, 0, code, errOut)
-		flipper := b.WriteJob("flipper.toml", fmt.Sprintf(`name = "flipper"
-mode = "workspace_write"
-workspace = %q
-priority = 10
-timeout = "5m"
-command = [%q, "-c", '''
+		flipper := exec.Command(python, "-c", fmt.Sprintf(`
 import os, time
 deadline = time.time() + 240
 while not os.path.exists("stop") and time.time() < deadline:
@@ -295,8 +287,8 @@ while not os.path.exists("stop") and time.time() < deadline:
             pass
         os.symlink(target, "r.tmp")
         os.rename("r.tmp", "r")
-''']
-`, filepath.Join(allowed, "a"), python, outside))
+`, outside))
+		flipper.Dir = filepath.Join(allowed, "a")
 		var racersFile strings.Builder
 		racersFile.WriteString("[defaults]\nmode = \"workspace_write\"\n")
 		fmt.Fprintf(&racersFile, "workspace = %q\nwritable = [%q]\n", filepath.Join(allowed, "b"), filepath.Join(allowed, "a", "r", "sub"))
@@ -305,10 +297,10 @@ while not os.path.exists("stop") and time.time() < deadline:
 			fmt.Fprintf(&racersFile, "[[job]]\nname = \"racer-%d\"\n", i)
 		}
 		// The racers are submitted while the link points inside (submit
-		// judges the paths too), the flipper after them with a higher
-		// priority, so that it is claimed first.
+		// judges the paths too), then the flipper starts.
 		ids := b.Submit(b.WriteJob("racers.toml", racersFile.String()))
-		flipID := b.Submit(flipper)[0]
+		require.NoError(t, flipper.Start())
+		t.Cleanup(func() { _ = flipper.Process.Kill(); _ = flipper.Wait() })
 		b.StartWorker("--concurrency", "2")
 		outcomes := map[string]int{}
 		for _, id := range ids {
@@ -316,7 +308,7 @@ while not os.path.exists("stop") and time.time() < deadline:
 			outcomes[j.Attempts[len(j.Attempts)-1].Outcome]++
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(allowed, "a", "stop"), nil, 0o644))
-		b.WaitState(flipID, time.Minute, "succeeded")
+		require.NoError(t, flipper.Wait())
 		t.Logf("%d racers: %v", racers, outcomes)
 		matches, err := filepath.Glob(filepath.Join(outside, "sub", "pwn-*"))
 		require.NoError(t, err)

@@ -328,12 +328,15 @@ done
 		if i%2 == 1 {
 			w = repo
 		}
-		fmt.Fprintf(&jobs, "[[job]]\nname = \"writer-%d\"\nworkspace = %q\ncommand = '''\necho pwned >> %s 2>/dev/null && echo WROTE-hook\ntrue\n'''\n", i, w, hook)
+		// Due a second later: claimed while the swapper runs.
+		fmt.Fprintf(&jobs, "[[job]]\nname = \"writer-%d\"\ndelay = \"1s\"\nworkspace = %q\ncommand = '''\necho pwned >> %s 2>/dev/null && echo WROTE-hook\ntrue\n'''\n", i, w, hook)
 	}
 	b.Submit(b.WriteJob("race.toml", jobs.String()))
-	// The swapper is denied (its link is put back): exit status 1.
+	// The swapper is denied when the link it left is not the one it found
+	// (exit status 1); one that ends with the same text at the same inode
+	// number (file systems reuse them) left nothing to undo.
 	out, errOut, code := b.Run("worker", "--drain", "-c", "2")
-	require.Equal(t, 1, code, "%s\n%s", out, errOut)
+	require.Contains(t, []int{0, 1}, code, "%s\n%s", out, errOut)
 	data, err := os.ReadFile(hook)
 	require.NoError(t, err)
 	require.Equal(t, "#!/bin/sh\n", string(data), "a writer wrote the real hook")
