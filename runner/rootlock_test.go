@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,8 +19,17 @@ func TestLockRoots(t *testing.T) {
 	t.Parallel()
 	state := StateDir{Root: t.TempDir()}
 	base := t.TempDir()
-	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
-	inA := filepath.Join(a, "repo")
+	// Names whose locks fall in different buckets (a shared bucket makes
+	// jobs wait for each other, as documented, which this test does not
+	// look at).
+	var a, b, inA string
+	for i := 0; a == ""; i++ {
+		a, b = filepath.Join(base, fmt.Sprint("a", i)), filepath.Join(base, fmt.Sprint("b", i))
+		inA = filepath.Join(a, "repo")
+		if !apart(a, b) || !apart(inA, b) {
+			a = ""
+		}
+	}
 	ctx := context.Background()
 
 	buckets, exclusive := rootLockPlan([]string{inA})
@@ -63,4 +73,22 @@ func TestLockRoots(t *testing.T) {
 	la.release() // idempotent
 	require.NoError(t, <-got, "free once the other lets go")
 	lb.release()
+}
+
+// apart reports whether jobs writing x and y take no bucket that one of
+// them needs exclusive and the other at all.
+func apart(x, y string) bool {
+	bx, ex := rootLockPlan([]string{x})
+	by, ey := rootLockPlan([]string{y})
+	for _, b := range bx {
+		if _, ok := ey[b]; ok && (ex[b] || ey[b]) {
+			return false
+		}
+	}
+	for _, b := range by {
+		if _, ok := ex[b]; ok && (ex[b] || ey[b]) {
+			return false
+		}
+	}
+	return true
 }
