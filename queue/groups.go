@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -153,6 +154,48 @@ func (g *ClaimGate) Paused() bool { return g.paused }
 // or full), sorted; never nil (an empty list encodes as a JSON array).
 func (g *ClaimGate) Blocked() []string {
 	return append(make([]string, 0, len(g.block)), slices.Sorted(maps.Keys(g.block))...)
+}
+
+// Rooms returns each limited group that still has slots, with how many
+// (never nil). A claim seeks at most that many jobs of each through the
+// index of gated jobs; the groups of Blocked are not in it.
+func (g *ClaimGate) Rooms() map[string]int { return maps.Clone(g.room) }
+
+// ClaimCandidate is a job a claim may take: its row, its group ("" = no
+// group) and its place in claim order (Priority descending, then
+// Created, then Row).
+type ClaimCandidate struct {
+	Row      int64
+	Group    string
+	Priority int
+	Created  time.Time
+}
+
+// Choose returns the rows of the first want candidates, in claim order,
+// that Take admits (counting each against its group). Candidates are the
+// best jobs outside the limited groups and, for each group of Rooms, its
+// best jobs up to its room: the result is what a walk of every ready job
+// in claim order would take, without walking the jobs of blocked groups.
+func (g *ClaimGate) Choose(c []ClaimCandidate, want int) []int64 {
+	slices.SortFunc(c, func(a, b ClaimCandidate) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		if d := a.Created.Compare(b.Created); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.Row, b.Row)
+	})
+	var out []int64
+	for _, x := range c {
+		if len(out) >= want {
+			break
+		}
+		if g.Take(x.Group) {
+			out = append(out, x.Row)
+		}
+	}
+	return out
 }
 
 // Take admits one more job of group ("" = no group: always admitted) and

@@ -538,6 +538,9 @@ var (
 	// ErrNotImplemented: the store does not support this feature. The
 	// contract suite accepts it where a feature is optional.
 	ErrNotImplemented = errors.New("queue: not implemented")
+	// ErrGroupNotFound: GroupLimitSet removing the limit (Limit 0) of a
+	// group that has none.
+	ErrGroupNotFound = errors.New("queue: group has no limit")
 	// ErrScheduleNotFound: no schedule has that name.
 	ErrScheduleNotFound = errors.New("queue: schedule not found")
 	// ErrPolicyNotSet: the queue has no policy document (PolicyGet).

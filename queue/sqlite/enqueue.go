@@ -108,11 +108,16 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, b queue.EnqueueBatch,
 		ids[i] = queue.NewID(ts(now))
 		rids[i] = base + 1 + int64(i)
 	}
+	gated, err := gatedGroups(ctx, tx, p.Specs)
+	if err != nil {
+		return nil, err
+	}
 	args := make([]any, 0, len(p.Specs)*insertCols)
 	for i, sp := range p.Specs {
 		pending, dep := deps[i].Pending(), deps[i].IDs(ids)
 		due := queue.DueAt(sp, ts(now))
-		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "), sp.Group, nsOf(due))
+		args = append(args, rids[i], ids[i], sp.Name, sp.Priority, now, now, pending, sp.Retries+1, specJSON[i], srcID, p.SourcePath, strings.Join(dep, " "), sp.Group, nsOf(due),
+			b2i(!due.IsZero()), b2i(gated[sp.Group]))
 		jobs[i] = queue.Job{ID: ids[i], Name: sp.Name, State: queue.StateQueued, Spec: sp, Source: p.Source, SourcePath: p.SourcePath,
 			MaxAttempts: sp.Retries + 1, CreatedAt: ts(now), UpdatedAt: ts(now), DepsPending: pending, DependsOn: dep, NotBefore: due}
 	}
@@ -207,7 +212,7 @@ func encodeSpecs(specs []jobspec.Spec) ([][]byte, error) {
 const (
 	insertChunkBig = 1024
 	insertChunk    = 64
-	insertCols     = 14
+	insertCols     = 16
 )
 
 // jobInsBig returns the prepared 1,024-row INSERT, preparing it on first
@@ -228,14 +233,49 @@ func (s *Store) jobInsBig(ctx context.Context) (*sql.Stmt, error) {
 
 func insertJobsSQL(rows int) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO jobs (rid, id, name, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before_ns, state) VALUES `)
+	b.WriteString(`INSERT INTO jobs (rid, id, name, priority, created_ns, updated_ns, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before_ns, scheduled, gated, state) VALUES `)
 	for i := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued')`)
+		b.WriteString(`(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'queued')`)
 	}
 	return b.String()
+}
+
+// gatedGroups returns the groups of specs that have a row in job_groups
+// (a limit or a pause): their jobs go in gated. No query when no spec
+// has a group.
+func gatedGroups(ctx context.Context, tx *sql.Tx, specs []jobspec.Spec) (map[string]bool, error) {
+	out := map[string]bool{}
+	var names []string
+	for _, sp := range specs {
+		if sp.Group != "" && !out[sp.Group] {
+			out[sp.Group] = true
+			names = append(names, sp.Group)
+		}
+	}
+	clear(out)
+	if len(names) == 0 {
+		return out, nil
+	}
+	b, _ := json.Marshal(names)
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM job_groups WHERE name IN (SELECT value FROM json_each(?))`, string(b))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("sqlite: enqueue: %w", err)
+		}
+		out[n] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
+	}
+	return out, nil
 }
 
 // heldNames returns, for each name held by a queued or running job, that

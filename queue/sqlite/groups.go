@@ -26,6 +26,15 @@ func (s *Store) GroupLimitSet(ctx context.Context, p *queue.GroupLimitSetParams)
 		return queue.Group{}, err
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if p.Limit == 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM job_groups WHERE name = ? AND max_running > 0`, p.Name).Scan(&n); err != nil {
+				return fmt.Errorf("sqlite: group limit: %w", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("%w: group %q has no limit to remove", queue.ErrGroupNotFound, p.Name)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO job_groups (name, max_running) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running`, p.Name, p.Limit); err != nil {
 			return fmt.Errorf("sqlite: group limit: %w", err)
@@ -34,7 +43,7 @@ func (s *Store) GroupLimitSet(ctx context.Context, p *queue.GroupLimitSetParams)
 		if err != nil {
 			return fmt.Errorf("sqlite: group limit: %w", err)
 		}
-		return nil
+		return syncGated(ctx, tx, p.Name)
 	})
 	if err != nil {
 		return queue.Group{}, err
@@ -175,10 +184,15 @@ func (s *Store) setPaused(ctx context.Context, p *queue.QueuePauseParams, paused
 				ON CONFLICT (id) DO UPDATE SET paused_ns = CASE WHEN excluded.paused = 0 THEN 0 WHEN paused != 0 THEN paused_ns ELSE excluded.paused_ns END, paused = excluded.paused`,
 				paused, s.now())
 		case paused:
-			_, err = tx.ExecContext(ctx, `INSERT INTO job_groups (name, paused) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET paused = 1`, p.Group)
+			if _, err = tx.ExecContext(ctx, `INSERT INTO job_groups (name, paused) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET paused = 1`, p.Group); err == nil {
+				err = syncGated(ctx, tx, p.Group)
+			}
 		default:
-			if _, err = tx.ExecContext(ctx, `UPDATE job_groups SET paused = 0 WHERE name = ?`, p.Group); err == nil {
-				_, err = tx.ExecContext(ctx, `DELETE FROM job_groups WHERE name = ? AND max_running = 0 AND paused = 0`, p.Group)
+			if _, err = tx.ExecContext(ctx, `UPDATE job_groups SET paused = 0 WHERE name = ?`, p.Group); err != nil {
+				break
+			}
+			if _, err = tx.ExecContext(ctx, `DELETE FROM job_groups WHERE name = ? AND max_running = 0 AND paused = 0`, p.Group); err == nil {
+				err = syncGated(ctx, tx, p.Group)
 			}
 		}
 		if err != nil {
@@ -186,6 +200,18 @@ func (s *Store) setPaused(ctx context.Context, p *queue.QueuePauseParams, paused
 		}
 		return nil
 	})
+}
+
+// syncGated sets the gated flag of the queued and running jobs of group
+// name to whether it has a row in job_groups (a limit or a pause), after
+// a write of that row: rewrites only the rows whose flag changes.
+func syncGated(ctx context.Context, tx *sql.Tx, name string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE jobs INDEXED BY jobs_group SET gated = 1 - gated
+		WHERE group_name = ?1 AND group_name != '' AND state IN ('queued','running') AND gated != EXISTS (SELECT 1 FROM job_groups WHERE name = ?1)`, name)
+	if err != nil {
+		return fmt.Errorf("sqlite: group %s: %w", name, err)
+	}
+	return nil
 }
 
 // JobSourceGet implements Store.

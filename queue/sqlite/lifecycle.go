@@ -43,27 +43,36 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 			}
 			ids = string(b)
 		}
+		if _, err := s.cached(tx).ExecContext(ctx, claimPromoteSQL, now); err != nil {
+			return fmt.Errorf("sqlite: claim: %w", err)
+		}
 		var claimed []jobRow
-		if !gate.Limited() {
+		switch {
+		case ids == "" && !gate.Limited():
+			// Every limited or paused group is blocked: its jobs are out
+			// of jobs_ready2, and the rest is one statement.
+			rows, err := tx.StmtContext(ctx, s.stClaimOpen).QueryContext(ctx, p.WorkerID, now+int64(lease), now, now, now, limit)
+			if claimed, err = scanClaimed(rows, err, claimed); err != nil {
+				return err
+			}
+		case ids == "":
+			if claimed, err = s.claimSeek(ctx, tx, gate, p.WorkerID, now, now+int64(lease), limit); err != nil {
+				return err
+			}
+		case !gate.Limited():
 			// Every job the subquery selects is admitted: one statement.
-			var st *sql.Stmt
-			args := []any{p.WorkerID, now + int64(lease), now, now}
-			switch {
-			case ids == "" && len(blockedList) == 0:
-				st, args = s.stClaimOpen, append(args, now, limit)
-			case ids == "":
-				st, args = s.stClaimReady, append(args, now, string(blocked), limit)
-			case len(blockedList) == 0:
-				st, args = s.stClaimOpenIDs, append(args, ids, now, limit)
-			default:
-				st, args = s.stClaimIDs, append(args, ids, now, string(blocked), limit)
+			st, args := s.stClaimIDs, []any{p.WorkerID, now + int64(lease), now, now, ids, now, string(blocked), limit}
+			if len(blockedList) == 0 {
+				st, args = s.stClaimOpenIDs, []any{p.WorkerID, now + int64(lease), now, now, ids, now, limit}
 			}
 			rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 			if claimed, err = scanClaimed(rows, err, claimed); err != nil {
 				return err
 			}
-		} else if claimed, err = s.claimCounted(ctx, tx, gate, ids, p.WorkerID, now, now+int64(lease), limit); err != nil {
-			return err
+		default:
+			if claimed, err = s.claimCounted(ctx, tx, gate, ids, p.WorkerID, now, now+int64(lease), limit); err != nil {
+				return err
+			}
 		}
 		// RETURNING has no order: hand the jobs out in claim order.
 		slices.SortFunc(claimed, func(a, b jobRow) int {
@@ -116,7 +125,54 @@ func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, st
 	return queue.NewClaimGate(q, groups), policy, nil
 }
 
-// claimCounted is the claim when a group with a limit has slots left:
+// claimSeek is the claim of ready jobs when a group with a limit has
+// slots left: the first limit jobs outside limited and paused groups,
+// and of each group with room its first jobs up to its room, each read by
+// a seek in claim order; queue.ClaimGate.Choose picks among them, and
+// the chosen are taken in one statement. The jobs of full and paused
+// groups are never read.
+func (s *Store) claimSeek(ctx context.Context, tx *sql.Tx, gate *queue.ClaimGate, worker string, now, expires int64, limit int) ([]jobRow, error) {
+	c := s.cached(tx)
+	var cands []queue.ClaimCandidate
+	pick := func(q string, args ...any) error {
+		rows, err := c.QueryContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("sqlite: claim: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var x queue.ClaimCandidate
+			var created int64
+			if err := rows.Scan(&x.Row, &x.Group, &x.Priority, &created); err != nil {
+				return fmt.Errorf("sqlite: claim: %w", err)
+			}
+			x.Created = ts(created)
+			cands = append(cands, x)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: claim: %w", err)
+		}
+		return nil
+	}
+	if err := pick(claimPickOpenSQL, now, limit); err != nil {
+		return nil, err
+	}
+	for name, room := range gate.Rooms() {
+		if err := pick(claimPickGroupSQL, name, now, min(room, limit)); err != nil {
+			return nil, err
+		}
+	}
+	take := gate.Choose(cands, limit)
+	if len(take) == 0 {
+		return nil, nil
+	}
+	b, _ := json.Marshal(take)
+	rows, err := c.QueryContext(ctx, claimRidsUpdSQL, worker, expires, now, now, string(b))
+	return scanClaimed(rows, err, nil)
+}
+
+// claimCounted is the claim of a list of ids when a group with a limit
+// has slots left:
 // select candidates, admit them through gate.Take, take the admitted,
 // and select again while a group filled up and jobs are still wanted
 // (queue.ClaimGate gives the rounds).
@@ -126,13 +182,7 @@ func (s *Store) claimCounted(ctx context.Context, tx *sql.Tx, gate *queue.ClaimG
 	for len(claimed) < limit {
 		blocked, _ := json.Marshal(gate.Blocked())
 		want := limit - len(claimed)
-		var rows *sql.Rows
-		var err error
-		if ids != "" {
-			rows, err = c.QueryContext(ctx, claimPickIDsSQL, ids, now, string(blocked), want)
-		} else {
-			rows, err = c.QueryContext(ctx, claimPickSQL, now, string(blocked), want)
-		}
+		rows, err := c.QueryContext(ctx, claimPickIDsSQL, ids, now, string(blocked), want)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: claim: %w", err)
 		}
@@ -295,7 +345,7 @@ func (s *Store) setState(ctx context.Context, tx execQuerier, r jobRow, next que
 		fin = now
 	}
 	_, err := tx.ExecContext(ctx, setStateSQL,
-		string(next), reason, notBefore, fin, now, r.rid)
+		string(next), reason, notBefore, b2i(notBefore > 0), fin, now, r.rid)
 	if err != nil {
 		return fmt.Errorf("sqlite: set state: %w", err)
 	}
@@ -394,8 +444,9 @@ func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
 			return blocked
 		}
 		now := s.now()
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = ?, deps_pending = ?, max_attempts = attempts + ?, not_before_ns = ?, finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
-			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, nsOf(queue.RetryDueAt(r.Spec)), now, r.rid)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', reason = ?, deps_pending = ?, max_attempts = attempts + ?, not_before_ns = ?, scheduled = ?,
+			gated = (group_name != '' AND EXISTS (SELECT 1 FROM job_groups WHERE name = jobs.group_name)), finished_ns = 0, updated_ns = ?, cancel_requested = 0 WHERE rid = ?`,
+			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, nsOf(queue.RetryDueAt(r.Spec)), b2i(!queue.RetryDueAt(r.Spec).IsZero()), now, r.rid)
 		if err != nil {
 			return fmt.Errorf("sqlite: retry: %w", err)
 		}
@@ -491,4 +542,12 @@ func (s *Store) LeaseRelease(ctx context.Context, p *queue.LeaseReleaseParams) (
 		return nil
 	})
 	return out, err
+}
+
+// b2i is SQLite's boolean: 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,23 +29,23 @@ func TestQueryPlans(t *testing.T) {
 			require.NoError(t, err)
 		}
 		for name, q := range map[string]string{
-			"claim":     claimSQL,
-			"claimUpd":  claimUpdSQL + `(` + claimSQL + `) RETURNING rid`,
-			"claimOpen": claimUpdSQL + `(` + claimOpenSQL + `) RETURNING rid`,
-			"claimPick": claimPickSQL,
-			"claimRids": claimRidsUpdSQL,
-			"gate":      claimGroupsSQL,
-			"groups":    groupCountsSQL,
-			"newest":    `SELECT ` + jobCols + ` FROM jobs ORDER BY rid DESC LIMIT 50`,
-			"attempts":  attemptsOfSQL,
-			"held":      heldNamesSQL,
-			"byName":    `SELECT ` + jobCols + ` FROM jobs WHERE name = ? AND name != '' ORDER BY created_ns DESC, rid DESC LIMIT 1`,
-			"release":   releaseSQL,
-			"fail":      failSQL,
-			"recover":   `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' AND lease_expires_ns < ?`,
-			"prune":     pruneSelectSQL,
-			"retryDeps": retryDepsSQL,
-			"counts":    countsSQL,
+			"claimOpen":    claimUpdSQL + `(` + claimOpenSQL + `) RETURNING rid`,
+			"claimPick":    claimPickOpenSQL,
+			"claimGroup":   claimPickGroupSQL,
+			"claimPromote": claimPromoteSQL,
+			"claimRids":    claimRidsUpdSQL,
+			"gate":         claimGroupsSQL,
+			"groups":       groupCountsSQL,
+			"newest":       `SELECT ` + jobCols + ` FROM jobs ORDER BY rid DESC LIMIT 50`,
+			"attempts":     attemptsOfSQL,
+			"held":         heldNamesSQL,
+			"byName":       `SELECT ` + jobCols + ` FROM jobs WHERE name = ? AND name != '' ORDER BY created_ns DESC, rid DESC LIMIT 1`,
+			"release":      releaseSQL,
+			"fail":         failSQL,
+			"recover":      `SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' AND lease_expires_ns < ?`,
+			"prune":        pruneSelectSQL,
+			"retryDeps":    retryDepsSQL,
+			"counts":       countsSQL,
 		} {
 			rows, err := st.w.QueryContext(ctx, `EXPLAIN QUERY PLAN `+q, 1, 1, 1, 1, 1, 1, 1)
 			require.NoError(t, err, name)
@@ -63,7 +64,7 @@ func TestQueryPlans(t *testing.T) {
 				// for the claim: it stops at LIMIT.
 				bad := strings.Contains(line, "TEMP B-TREE") ||
 					(strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "USING") && !strings.Contains(line, "VIRTUAL TABLE") && line != "SCAN CONSTANT ROW") ||
-					(strings.HasPrefix(line, "SCAN jobs") && name != "claim" && name != "claimUpd" && name != "claimOpen" && name != "claimPick" && name != "newest" && !strings.Contains(line, "COVERING INDEX"))
+					(strings.HasPrefix(line, "SCAN jobs") && name != "claimOpen" && name != "claimPick" && name != "newest" && !strings.Contains(line, "COVERING INDEX"))
 				// Counting finished jobs by state sorts the covering index's
 				// entries: no table read.
 				if name == "counts" && strings.Contains(line, "TEMP B-TREE FOR GROUP BY") {
@@ -114,7 +115,7 @@ func TestMigrateFromV2(t *testing.T) {
 		idx = append(idx, n)
 	}
 	rows.Close()
-	require.Equal(t, []string{"jobs_blocked", "jobs_finished2", "jobs_group", "jobs_lease", "jobs_name", "jobs_ready"}, idx)
+	require.Equal(t, []string{"jobs_blocked", "jobs_finished2", "jobs_gated", "jobs_group", "jobs_lease", "jobs_name", "jobs_ready2", "jobs_scheduled"}, idx)
 	c, err := st.JobCounts(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, c[queue.StateQueued], "one ready, one blocked by its dependency")
@@ -201,7 +202,7 @@ func TestMigrateFromV4(t *testing.T) {
 	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	_, err = st.w.ExecContext(ctx, `DROP INDEX jobs_group; DROP INDEX jobs_ready;
+	_, err = st.w.ExecContext(ctx, v6to5+`DROP INDEX jobs_group; DROP INDEX jobs_ready;
 		ALTER TABLE jobs DROP COLUMN group_name; ALTER TABLE jobs DROP COLUMN started_ns;
 		DROP TABLE job_groups; DROP TABLE queue_state;
 		CREATE INDEX jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns) WHERE state = 'queued' AND deps_pending = 0;
@@ -216,7 +217,7 @@ func TestMigrateFromV4(t *testing.T) {
 	require.Len(t, j.Attempts, 1)
 	require.Equal(t, j.Attempts[0].StartedAt, j.StartedAt, "filled from the attempts")
 	var def string
-	require.NoError(t, st.w.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'jobs_ready'`).Scan(&def))
+	require.NoError(t, st.w.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'jobs_ready2'`).Scan(&def))
 	require.Contains(t, def, "group_name")
 	require.NoError(t, st.QueuePause(ctx, &queue.QueuePauseParams{Group: "g"}))
 	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w"})
@@ -228,6 +229,105 @@ func TestMigrateFromV4(t *testing.T) {
 
 	_, err = Open(ctx, path, Options{})
 	require.ErrorContains(t, err, "newer than this paddock")
+}
+
+// v6to5 turns a version-6 file back into version 5: no scheduled or
+// gated columns, and one claim index holding every ready job.
+const v6to5 = `DROP INDEX jobs_ready2; DROP INDEX jobs_gated; DROP INDEX jobs_scheduled;
+	ALTER TABLE jobs DROP COLUMN scheduled; ALTER TABLE jobs DROP COLUMN gated;
+	CREATE INDEX jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns, group_name) WHERE state = 'queued' AND deps_pending = 0;
+	PRAGMA user_version = 5;`
+
+// TestMigrateFromV5 opens a version-5 file holding jobs in every state
+// (ready, not yet due, of a full group, of a paused group, waiting for a
+// dependency, running in a limited group, finished three ways): version 6
+// keeps every count, takes the jobs not yet due and those of limited or
+// paused groups out of the claim's index, and the claim still honours
+// the limit, the pause and the due time.
+func TestMigrateFromV5(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st, err := Open(ctx, path, Options{Clock: clock})
+	require.NoError(t, err)
+	job := func(name string, mod func(*jobspec.Spec)) jobspec.Spec {
+		sp := jobspec.Spec{Name: name, Command: []string{"true"}}
+		if mod != nil {
+			mod(&sp)
+		}
+		return sp
+	}
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
+		job("run-x", func(s *jobspec.Spec) { s.Group = "x"; s.Priority = 9 }),
+		job("ok", func(s *jobspec.Spec) { s.Priority = 8 }),
+		job("bad", func(s *jobspec.Spec) { s.Priority = 7 }),
+		job("gone", func(s *jobspec.Spec) { s.Priority = 6 }),
+		job("full-x", func(s *jobspec.Spec) { s.Group = "x"; s.Priority = 5 }),
+		job("paused-p", func(s *jobspec.Spec) { s.Group = "p"; s.Priority = 5 }),
+		job("later", func(s *jobspec.Spec) { s.Delay = time.Hour; s.Priority = 5 }),
+		job("after-ok2", func(s *jobspec.Spec) { s.After = []string{"run-x"}; s.Priority = 5 }),
+		job("plain", nil),
+	}})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for _, j := range got {
+		switch j.Name {
+		case "ok":
+			_, err = st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: j.ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+		case "bad":
+			_, err = st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: j.ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeFailed}})
+		}
+		require.NoError(t, err)
+	}
+	_, err = st.JobCancel(ctx, "gone")
+	require.NoError(t, err)
+	_, err = st.GroupLimitSet(ctx, &queue.GroupLimitSetParams{Name: "x", Limit: 1})
+	require.NoError(t, err)
+	require.NoError(t, st.QueuePause(ctx, &queue.QueuePauseParams{Group: "p"}))
+	before, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	_, err = st.w.ExecContext(ctx, v6to5)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	st, err = Open(ctx, path, Options{Clock: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	after, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, 5, after[queue.StateQueued], "full-x, paused-p, later, after-ok2, plain")
+	var gated, scheduled int
+	require.NoError(t, st.w.QueryRowContext(ctx, `SELECT sum(gated), sum(scheduled) FROM jobs`).Scan(&gated, &scheduled))
+	require.Equal(t, 3, gated, "run-x, full-x, paused-p")
+	require.Equal(t, 1, scheduled, "later")
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"plain"}, names(got), "x is full, p paused, later not due, after-ok2 waits for run-x")
+	now = now.Add(2 * time.Hour)
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"later"}, names(got))
+	runX, err := st.JobGet(ctx, "run-x")
+	require.NoError(t, err)
+	_, err = st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: runX.ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeSucceeded}})
+	require.NoError(t, err)
+	require.NoError(t, st.QueueResume(ctx, &queue.QueuePauseParams{Group: "p"}))
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"full-x", "paused-p", "after-ok2"}, names(got), "claim order: priority, then enqueue order")
+}
+
+func names(jobs []queue.Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.Name
+	}
+	return out
 }
 
 // countingQuerier counts the queries run through it.

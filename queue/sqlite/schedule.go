@@ -489,7 +489,12 @@ func (s *Store) insertInstance(ctx context.Context, tx *sql.Tx, sp jobspec.Spec,
 		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}
 	due := queue.DueAt(sp, ts(now))
-	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "", sp.Group, nsOf(due))
+	gated, err := gatedGroups(ctx, tx, []jobspec.Spec{sp})
+	if err != nil {
+		return queue.Job{}, err
+	}
+	_, err = tx.StmtContext(ctx, s.stJobIns1).ExecContext(ctx, rid, id, sp.Name, sp.Priority, now, now, 0, sp.Retries+1, string(specJSON), srcID, srcPath, "", sp.Group, nsOf(due),
+		b2i(!due.IsZero()), b2i(gated[sp.Group]))
 	if err != nil {
 		return queue.Job{}, fmt.Errorf("sqlite: schedule instance: %w", err)
 	}

@@ -24,28 +24,34 @@ const (
 	attemptsOfSQL   = `SELECT ` + attemptCols + ` FROM json_each(?) AS w CROSS JOIN attempts ON attempts.job_rid = w.value`
 	sourceSQL       = `SELECT text FROM sources WHERE id = ?`
 	closeAttemptSQL = `UPDATE attempts SET ended_ns = ?, outcome = ?, exit_code = ?, signal = ?, reason = ?, argv = ?, trail = ?, stdout_path = ?, stderr_path = ? WHERE job_rid = ? AND number = ?`
-	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
+	setStateSQL     = `UPDATE jobs SET state = ?, reason = ?, not_before_ns = ?, scheduled = ?, finished_ns = ?, updated_ns = ?, lease_owner = '', lease_expires_ns = 0, cancel_requested = 0 WHERE rid = ?`
 
-	// claimUpdSQL takes the lease of the jobs whose rid is in a subquery
-	// (claimSQL or claimIDsSQL): selecting and updating is one statement.
-	// The subqueries skip the groups of a json array (paused or full:
-	// queue.ClaimGate.Blocked); claimPickSQL and claimPickIDsSQL return
-	// the candidates with their group, for the claims that must count
-	// each one against a group's limit, and claimRidsSQL takes those
-	// admitted.
-	claimUpdSQL = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, started_ns = ?, cancel_requested = 0 WHERE rid IN `
-	claimWhere  = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? AND group_name NOT IN (SELECT value FROM json_each(?)) ORDER BY priority DESC, created_ns, rid LIMIT ?`
-	claimSQL    = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
-	// claimOpenSQL and claimOpenIDsSQL are claimSQL and claimIDsSQL when
-	// no group is blocked (the common case): no group filter at all.
-	claimOpenWhere  = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
-	claimOpenSQL    = `SELECT rid FROM jobs INDEXED BY jobs_ready WHERE ` + claimOpenWhere
-	claimOpenIDsSQL = `SELECT jobs.rid` + claimIDsFrom + claimOpenWhere
-	claimPickSQL    = `SELECT rid, group_name FROM jobs INDEXED BY jobs_ready WHERE ` + claimWhere
-	claimIDsFrom    = ` FROM json_each(?) AS w CROSS JOIN jobs ON jobs.id = w.value WHERE `
-	claimIDsSQL     = `SELECT jobs.rid` + claimIDsFrom + claimWhere
-	claimPickIDsSQL = `SELECT jobs.rid, jobs.group_name` + claimIDsFrom + claimWhere
-	claimRidsUpdSQL = claimUpdSQL + `(SELECT value FROM json_each(?)) RETURNING ` + jobCols
+	// claimUpdSQL takes the lease of the jobs whose rid is in a subquery:
+	// selecting and updating is one statement. claimOpenSQL selects the
+	// first claimable jobs outside limited and paused groups from
+	// jobs_ready2 (the whole claim when no limited group has room);
+	// otherwise claimPickOpenSQL and claimPickGroupSQL (one seek in
+	// jobs_gated per group with room) return candidates for
+	// queue.ClaimGate.Choose, and claimRidsUpdSQL takes those chosen.
+	// claimIDsSQL and claimPickIDsSQL are the claims restricted to a json
+	// array of ids (looked up by id, so nothing is walked); they skip the
+	// groups of a json array (paused or full: queue.ClaimGate.Blocked).
+	claimUpdSQL       = `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_expires_ns = ?, updated_ns = ?, started_ns = ?, cancel_requested = 0 WHERE rid IN `
+	claimOpenWhere    = `state = 'queued' AND deps_pending = 0 AND scheduled = 0 AND gated = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimOpenSQL      = `SELECT rid FROM jobs INDEXED BY jobs_ready2 WHERE ` + claimOpenWhere
+	claimPickOpenSQL  = `SELECT rid, group_name, priority, created_ns FROM jobs INDEXED BY jobs_ready2 WHERE ` + claimOpenWhere
+	claimPickGroupSQL = `SELECT rid, group_name, priority, created_ns FROM jobs INDEXED BY jobs_gated
+		WHERE group_name = ? AND state = 'queued' AND deps_pending = 0 AND scheduled = 0 AND gated = 1 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	// claimPromoteSQL makes the jobs now due claimable: a range of
+	// jobs_scheduled, empty in the common case.
+	claimPromoteSQL   = `UPDATE jobs INDEXED BY jobs_scheduled SET scheduled = 0 WHERE state = 'queued' AND deps_pending = 0 AND scheduled = 1 AND not_before_ns <= ?`
+	claimIDsWhere     = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? AND group_name NOT IN (SELECT value FROM json_each(?)) ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimIDsOpenWhere = `state = 'queued' AND deps_pending = 0 AND not_before_ns <= ? ORDER BY priority DESC, created_ns, rid LIMIT ?`
+	claimIDsFrom      = ` FROM json_each(?) AS w CROSS JOIN jobs ON jobs.id = w.value WHERE `
+	claimIDsSQL       = `SELECT jobs.rid` + claimIDsFrom + claimIDsWhere
+	claimOpenIDsSQL   = `SELECT jobs.rid` + claimIDsFrom + claimIDsOpenWhere
+	claimPickIDsSQL   = `SELECT jobs.rid, jobs.group_name` + claimIDsFrom + claimIDsWhere
+	claimRidsUpdSQL   = claimUpdSQL + `(SELECT value FROM json_each(?)) RETURNING ` + jobCols
 	// claimGroupsSQL reads what a claim checks first: a row with the
 	// queue's pause and policy digest, then each paused or limited group
 	// with its running count (from jobs_group), for queue.NewClaimGate.
@@ -59,9 +65,12 @@ const (
 		WHERE state = 'queued' AND deps_pending > 0 AND rid IN (SELECT job_rid FROM deps WHERE dep_rid = ?)`
 	retryDepsSQL   = `SELECT j.id, j.name, j.state FROM deps d JOIN jobs j ON j.rid = d.dep_rid WHERE d.job_rid = ? AND j.state != 'succeeded'`
 	pruneInsertSQL = `INSERT INTO temp.prune ` + pruneSelectSQL
-	// countsSQL reads only indexes: jobs_ready and jobs_blocked hold every
-	// queued job, jobs_lease every running one, jobs_finished2 the rest.
-	countsSQL = `SELECT 'queued', (SELECT count(*) FROM jobs INDEXED BY jobs_ready WHERE state = 'queued' AND deps_pending = 0) +
+	// countsSQL reads only indexes: jobs_ready2, jobs_gated,
+	// jobs_scheduled and jobs_blocked hold every queued job, jobs_lease
+	// every running one, jobs_finished2 the rest.
+	countsSQL = `SELECT 'queued', (SELECT count(*) FROM jobs INDEXED BY jobs_ready2 WHERE state = 'queued' AND deps_pending = 0 AND scheduled = 0 AND gated = 0) +
+			(SELECT count(*) FROM jobs INDEXED BY jobs_gated WHERE state = 'queued' AND deps_pending = 0 AND scheduled = 0 AND gated = 1) +
+			(SELECT count(*) FROM jobs INDEXED BY jobs_scheduled WHERE state = 'queued' AND deps_pending = 0 AND scheduled = 1) +
 			(SELECT count(*) FROM jobs INDEXED BY jobs_blocked WHERE state = 'queued' AND deps_pending > 0)
 		UNION ALL SELECT 'running', count(*) FROM jobs INDEXED BY jobs_lease WHERE state = 'running'
 		UNION ALL SELECT state, count(*) FROM jobs INDEXED BY jobs_finished2 WHERE finished_ns > 0 GROUP BY state`
@@ -70,7 +79,7 @@ const (
 
 // hotSQL are prepared once when the store opens and used by [cachedTx].
 var hotSQL = []string{jobByIDSQL, jobByRidSQL, attemptsSQL, sourceSQL, closeAttemptSQL, setStateSQL, failSQL, releaseSQL,
-	claimGroupsSQL, claimPickSQL, claimPickIDsSQL, claimRidsUpdSQL}
+	claimGroupsSQL, claimPickOpenSQL, claimPickGroupSQL, claimPromoteSQL, claimPickIDsSQL, claimRidsUpdSQL}
 
 const jobCols = `rid, id, name, state, spec, source_id, reason, created_ns, updated_ns, finished_ns, not_before_ns, deps_pending, attempts, max_attempts, lease_owner, lease_expires_ns, cancel_requested, depends_on, source_path, started_ns`
 

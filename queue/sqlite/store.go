@@ -35,7 +35,7 @@ type Options struct {
 const BusyTimeoutDefault = 10 * time.Second
 
 // SchemaVersion is the schema the store writes (PRAGMA user_version).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // Store is the embedded [queue.Store]: one SQLite file in WAL mode, shared
 // safely by many goroutines and many processes on one machine (not over a
@@ -53,11 +53,11 @@ type Store struct {
 	rand   func() float64
 	closed atomic.Bool
 
-	stClaimReady, stClaimIDs, stClaimOpen, stClaimOpenIDs *sql.Stmt
-	stAttemptIns, stJobIns, stJobIns1                     *sql.Stmt
-	bigMu                                                 sync.Mutex
-	stJobInsBig                                           *sql.Stmt            // prepared on first use (jobInsBig)
-	stmts                                                 map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
+	stClaimIDs, stClaimOpen, stClaimOpenIDs *sql.Stmt
+	stAttemptIns, stJobIns, stJobIns1       *sql.Stmt
+	bigMu                                   sync.Mutex
+	stJobInsBig                             *sql.Stmt            // prepared on first use (jobInsBig)
+	stmts                                   map[string]*sql.Stmt // hotSQL text -> statement on w (see cachedTx); read-only after open
 }
 
 var _ queue.Store = (*Store)(nil)
@@ -91,12 +91,31 @@ CREATE TABLE IF NOT EXISTS jobs (
 	source_path      TEXT NOT NULL DEFAULT '',
 	depends_on       TEXT NOT NULL DEFAULT '',
 	group_name       TEXT NOT NULL DEFAULT '', -- spec.group
-	started_ns       INTEGER NOT NULL DEFAULT 0 -- the newest attempt's start
+	started_ns       INTEGER NOT NULL DEFAULT 0, -- the newest attempt's start
+	-- 1 from when not_before_ns is set until a claim finds it due (then 0):
+	-- a job not yet due waits in jobs_scheduled, out of the claim's way.
+	scheduled        INTEGER NOT NULL DEFAULT 0,
+	-- 1 while the job's group has a row in job_groups (a limit or a
+	-- pause), kept on queued and running jobs by the writes of job_groups:
+	-- its job waits in jobs_gated, which a claim seeks group by group.
+	gated            INTEGER NOT NULL DEFAULT 0
 );
--- Ready jobs in claim order; not_before_ns and group_name make the index
--- covering for the claim's filters.
-CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(priority DESC, created_ns, rid, not_before_ns, group_name)
-	WHERE state = 'queued' AND deps_pending = 0;
+-- Claimable jobs outside limited and paused groups, in claim order; the
+-- claim reads the first ones and stops. not_before_ns and group_name make
+-- it covering.
+CREATE INDEX IF NOT EXISTS jobs_ready2 ON jobs(priority DESC, created_ns, rid, not_before_ns, group_name)
+	WHERE state = 'queued' AND (deps_pending = 0 AND (scheduled = 0 AND gated = 0));
+-- Claimable jobs of limited and paused groups, in claim order within each
+-- group: a claim seeks the first ones of each group with slots left, and
+-- never reads the jobs of a full or paused group.
+CREATE INDEX IF NOT EXISTS jobs_gated ON jobs(group_name, priority DESC, created_ns, rid, not_before_ns)
+	WHERE state = 'queued' AND (deps_pending = 0 AND (scheduled = 0 AND gated = 1));
+-- (SQLite reads an index alone only for the column = constant terms of
+-- its WHERE that nest on the right, as written here.)
+-- Jobs not yet due, by due time: a claim moves those now due to the two
+-- indexes above (scheduled = 0) in one range read.
+CREATE INDEX IF NOT EXISTS jobs_scheduled ON jobs(not_before_ns)
+	WHERE state = 'queued' AND (deps_pending = 0 AND scheduled = 1);
 -- Queued and running jobs of a group, by state: running counts for the
 -- claim, and GroupList. Queries repeat the WHERE terms to use it.
 CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_name, state) WHERE group_name != '' AND state IN ('queued','running');
@@ -222,7 +241,6 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		st  **sql.Stmt
 		sql string
 	}{
-		{&s.stClaimReady, claimUpdSQL + `(` + claimSQL + `) RETURNING ` + jobCols},
 		{&s.stClaimIDs, claimUpdSQL + `(` + claimIDsSQL + `) RETURNING ` + jobCols},
 		{&s.stClaimOpen, claimUpdSQL + `(` + claimOpenSQL + `) RETURNING ` + jobCols},
 		{&s.stClaimOpenIDs, claimUpdSQL + `(` + claimOpenIDsSQL + `) RETURNING ` + jobCols},
@@ -302,6 +320,30 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 		}
 	}
+	if v > 0 && v < 6 {
+		// Version 6 keeps jobs not yet due and jobs of limited or paused
+		// groups out of the claim's index (scheduled, gated).
+		for _, col := range []string{"scheduled", "gated"} {
+			var has int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('jobs') WHERE name = ?`, col).Scan(&has); err != nil {
+				return err
+			}
+			if has == 0 {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE jobs ADD COLUMN `+col+` INTEGER NOT NULL DEFAULT 0`); err != nil {
+					return err
+				}
+			}
+		}
+		qs := []string{`UPDATE jobs SET scheduled = 1 WHERE state = 'queued' AND not_before_ns > 0`, `DROP INDEX IF EXISTS jobs_ready`}
+		if v == 5 { // job_groups came with version 5
+			qs = append(qs, `UPDATE jobs SET gated = 1 WHERE group_name != '' AND state IN ('queued','running') AND group_name IN (SELECT name FROM job_groups)`)
+		}
+		for _, q := range qs {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := tx.ExecContext(ctx, schema+scheduleSchema); err != nil {
 		return err
 	}
@@ -319,7 +361,7 @@ func (s *Store) Close() error {
 	s.bigMu.Lock()
 	big := s.stJobInsBig
 	s.bigMu.Unlock()
-	for _, st := range []*sql.Stmt{s.stClaimReady, s.stClaimIDs, s.stClaimOpen, s.stClaimOpenIDs, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
+	for _, st := range []*sql.Stmt{s.stClaimIDs, s.stClaimOpen, s.stClaimOpenIDs, s.stAttemptIns, s.stJobIns, s.stJobIns1, big} {
 		if st != nil {
 			st.Close()
 		}
