@@ -107,7 +107,11 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 	for i := range ids {
 		ids[i] = queue.NewID(now)
 	}
-	src := &enqueueRows{specs: p.Specs, ids: ids, rids: rids, deps: deps, jobs: jobs, now: now, srcID: srcID, p: p, row: -1}
+	gated, err := gatedGroups(ctx, tx, p.Specs)
+	if err != nil {
+		return nil, err
+	}
+	src := &enqueueRows{specs: p.Specs, ids: ids, rids: rids, deps: deps, jobs: jobs, now: now, srcID: srcID, p: p, gated: gated, row: -1}
 	if n < copyMinJobs {
 		err = insertRows(ctx, tx, src)
 	} else {
@@ -164,7 +168,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx pgx.Tx, b queue.EnqueueBatch, 
 // enqueueCols are the columns an enqueue writes, in the order of
 // enqueueRows' values.
 var enqueueCols = []string{"rid", "id", "name", "priority", "created_at", "updated_at", "deps_pending", "max_attempts", "spec",
-	"source_id", "source_path", "depends_on", "group_name", "not_before", "state"}
+	"source_id", "source_path", "depends_on", "group_name", "not_before", "state", "scheduled", "gated"}
 
 // enqueueRows is the pgx.CopyFromSource of an enqueue's jobs rows, in
 // batch order: it encodes each spec when COPY asks for its row, and
@@ -179,6 +183,7 @@ type enqueueRows struct {
 	now   time.Time
 	srcID int64
 	p     *queue.JobEnqueueParams
+	gated map[string]bool // groups with a row in job_groups (gatedGroups)
 	row   int
 	err   error
 }
@@ -195,7 +200,7 @@ func (r *enqueueRows) Values() ([]any, error) {
 	}
 	sp := &r.specs[r.row]
 	return []any{r.rids[r.row], r.ids[r.row], sp.Name, int32(sp.Priority), r.now, r.now, w.pending, int32(sp.Retries + 1), w.spec,
-		r.srcID, r.p.SourcePath, w.deps, sp.Group, w.due, "queued"}, nil
+		r.srcID, r.p.SourcePath, w.deps, sp.Group, w.due, "queued", w.due.Valid, r.gated[sp.Group]}, nil
 }
 
 // enqueueRow is what a jobs row holds beyond the spec's own fields.
@@ -240,6 +245,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, src *enqueueRows) error {
 		names, specs, deps, groups = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prios, pendings, maxes     = make([]int32, n), make([]int32, n), make([]int32, n)
 		dues                       = make([]pgtype.Timestamptz, n)
+		gated                      = make([]bool, n)
 	)
 	for i := range n {
 		w, err := src.make(i)
@@ -249,15 +255,49 @@ func insertRows(ctx context.Context, tx pgx.Tx, src *enqueueRows) error {
 		sp := &src.specs[i]
 		names[i], specs[i], deps[i], groups[i] = sp.Name, string(w.spec), strings.Join(w.deps, " "), sp.Group // ids hold no space
 		prios[i], pendings[i], maxes[i], dues[i] = int32(sp.Priority), w.pending, int32(sp.Retries+1), w.due
+		gated[i] = src.gated[sp.Group]
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO jobs (rid, id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before, state)
+	_, err := tx.Exec(ctx, `INSERT INTO jobs (rid, id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, depends_on, group_name, not_before, state, scheduled, gated)
 		OVERRIDING SYSTEM VALUE
-		SELECT u.rid, u.id, u.name, u.priority, $1, $1, u.pending, u.max_attempts, u.spec::jsonb, $2, $3, string_to_array(u.deps, ' '), u.grp, u.due, 'queued'
-		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[], $11::text[], $12::text[], $13::timestamptz[]) WITH ORDINALITY
-			AS u(rid, id, name, priority, pending, max_attempts, spec, deps, grp, due, ord)
+		SELECT u.rid, u.id, u.name, u.priority, $1, $1, u.pending, u.max_attempts, u.spec::jsonb, $2, $3, string_to_array(u.deps, ' '), u.grp, u.due, 'queued', u.due IS NOT NULL, u.gated
+		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], $14::boolean[]) WITH ORDINALITY
+			AS u(rid, id, name, priority, pending, max_attempts, spec, deps, grp, due, gated, ord)
 		ORDER BY u.ord`,
-		src.now, src.srcID, src.p.SourcePath, src.rids, src.ids, names, prios, pendings, maxes, specs, deps, groups, dues)
+		src.now, src.srcID, src.p.SourcePath, src.rids, src.ids, names, prios, pendings, maxes, specs, deps, groups, dues, gated)
 	return err
+}
+
+// gatedGroups takes the shared lock of each group of specs (shareGroups)
+// and returns those with a row in job_groups (a limit or a pause): their
+// jobs go in gated. No query when no spec has a group.
+func gatedGroups(ctx context.Context, tx pgx.Tx, specs []jobspec.Spec) (map[string]bool, error) {
+	out := map[string]bool{}
+	var names []string
+	for _, sp := range specs {
+		if sp.Group != "" && !out[sp.Group] {
+			out[sp.Group] = true
+			names = append(names, sp.Group)
+		}
+	}
+	clear(out)
+	if len(names) == 0 {
+		return out, nil
+	}
+	if err := shareGroups(ctx, tx, names); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT name FROM job_groups WHERE name = ANY($1::text[])`, names)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: enqueue: %w", err)
+	}
+	for _, n := range got {
+		out[n] = true
+	}
+	return out, nil
 }
 
 // dueAt is queue.DueAt at the resolution of timestamptz (a microsecond),

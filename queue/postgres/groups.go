@@ -23,6 +23,16 @@ func (s *Store) GroupLimitSet(ctx context.Context, p *queue.GroupLimitSetParams)
 		return queue.Group{}, err
 	}
 	err := s.tx(ctx, func(tx pgx.Tx, _ time.Time) error {
+		limit, paused, err := lockGroup(ctx, tx, p.Name)
+		if err != nil {
+			return err
+		}
+		if p.Limit == 0 && limit == 0 {
+			return fmt.Errorf("%w: group %q has no limit to remove", queue.ErrGroupNotFound, p.Name)
+		}
+		if err := syncGated(ctx, tx, p.Name, p.Limit > 0 || paused); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO job_groups (name, max_running) VALUES ($1, $2)
 			ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running`, p.Name, p.Limit); err != nil {
 			return fmt.Errorf("postgres: group limit: %w", err)
@@ -163,8 +173,21 @@ func (s *Store) setPaused(ctx context.Context, p *queue.QueuePauseParams, paused
 				ON CONFLICT (id) DO UPDATE SET paused_at = CASE WHEN NOT excluded.paused THEN NULL WHEN queue_state.paused THEN queue_state.paused_at ELSE excluded.paused_at END,
 					paused = excluded.paused`, paused, now)
 		case paused:
+			if _, _, err = lockGroup(ctx, tx, p.Group); err != nil {
+				return err
+			}
+			if err = syncGated(ctx, tx, p.Group, true); err != nil {
+				return err
+			}
 			_, err = tx.Exec(ctx, `INSERT INTO job_groups (name, paused) VALUES ($1, true) ON CONFLICT (name) DO UPDATE SET paused = true`, p.Group)
 		default:
+			var limit int
+			if limit, _, err = lockGroup(ctx, tx, p.Group); err != nil {
+				return err
+			}
+			if err = syncGated(ctx, tx, p.Group, limit > 0); err != nil {
+				return err
+			}
 			if _, err = tx.Exec(ctx, `UPDATE job_groups SET paused = false WHERE name = $1`, p.Group); err == nil {
 				_, err = tx.Exec(ctx, `DELETE FROM job_groups WHERE name = $1 AND max_running = 0 AND NOT paused`, p.Group)
 			}
@@ -177,6 +200,52 @@ func (s *Store) setPaused(ctx context.Context, p *queue.QueuePauseParams, paused
 		}
 		return s.notify(ctx, tx)
 	})
+}
+
+// groupLockSQL and groupShareSQL take a transaction-scoped advisory lock
+// per group name: exclusive ($1 a name) for a write of job_groups, shared
+// ($1 an array of names) for a write that sets a job's gated flag from
+// job_groups (enqueue, retry). A write of job_groups thus sees every job
+// of the group committed before it, and a job written after it sees the
+// group's row: no job of a limited group is ever left out of jobs_gated.
+const (
+	groupLockSQL  = `SELECT pg_advisory_xact_lock(hashtextextended('paddock.group:' || $1::text, 0))`
+	groupShareSQL = `SELECT count(pg_advisory_xact_lock_shared(hashtextextended('paddock.group:' || g, 0))) FROM unnest($1::text[]) AS g WHERE g <> ''`
+)
+
+// lockGroup takes group name's exclusive lock (groupLockSQL) and returns
+// its limit and pause (zero when it has no row).
+func lockGroup(ctx context.Context, tx pgx.Tx, name string) (limit int, paused bool, err error) {
+	if _, err := tx.Exec(ctx, groupLockSQL, name); err != nil {
+		return 0, false, fmt.Errorf("postgres: group %s: %w", name, err)
+	}
+	err = tx.QueryRow(ctx, `SELECT max_running, paused FROM job_groups WHERE name = $1`, name).Scan(&limit, &paused)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("postgres: group %s: %w", name, err)
+	}
+	return limit, paused, nil
+}
+
+// shareGroups takes the shared lock of each group of names (groupShareSQL).
+func shareGroups(ctx context.Context, tx pgx.Tx, names []string) error {
+	if _, err := tx.Exec(ctx, groupShareSQL, names); err != nil {
+		return fmt.Errorf("postgres: groups: %w", err)
+	}
+	return nil
+}
+
+// syncGated sets the gated flag of the queued and running jobs of group
+// name to gated (whether the group keeps a row in job_groups), touching
+// only the rows whose flag changes. It runs before the write of the
+// group's row: a claimer locks candidate jobs (SKIP LOCKED, never
+// waiting) before a group's row, so a group write locks jobs before its
+// row too and the two never wait on each other in a cycle.
+func syncGated(ctx context.Context, tx pgx.Tx, name string, gated bool) error {
+	_, err := tx.Exec(ctx, `UPDATE jobs SET gated = $2 WHERE group_name = $1 AND group_name <> '' AND state IN ('queued', 'running') AND gated <> $2`, name, gated)
+	if err != nil {
+		return fmt.Errorf("postgres: group %s: %w", name, err)
+	}
+	return nil
 }
 
 // JobSourceGet implements Store.

@@ -14,33 +14,41 @@ import (
 	"paddock/queue"
 )
 
-// claimSQL returns the statement claiming ready jobs in one statement
-// when no group has a limit: the ready rows are picked in claim order
-// from jobs_ready and locked FOR UPDATE SKIP LOCKED (a concurrent claimer
-// skips them instead of waiting, and no row is handed out twice), their
-// lease taken and their attempt opened, only when the claimer's policy
-// digest is the queue's, the queue is not paused and no group has a
-// limit (then it claims nothing and [Store.claimCounted] claims); jobs
-// of paused groups are skipped. $1 is the claimer, $2 the clock (NULL:
-// the server's now()), $3 the lease in microseconds, $4 the limit, $5
-// the policy digest, and with byID, $6 the ids to restrict the claim to.
-// (Two statements rather than one with "$6 IS NULL OR ...": a generic
-// plan of that one cannot read jobs_ready in order, and sorts every
-// ready job.)
+// claimSQL returns the statement claiming jobs in one statement. Without
+// byID it reads jobs_ready, which holds neither the jobs not yet due
+// (scheduled) nor those of groups with a limit or a pause (gated), and
+// claims only while no limited group with room has a claimable job
+// (claimOpenSQL): then the claim needs no group's lock and no count, and
+// [Store.claimSeek] claims otherwise. With byID it looks the jobs up by
+// id, skips the jobs of paused groups, and claims only while no group
+// has a limit ([Store.claimCounted] claims otherwise). The rows picked
+// are locked FOR UPDATE SKIP LOCKED (a concurrent claimer skips them
+// instead of waiting, and no row is handed out twice), their lease taken
+// and their attempt opened, only when the claimer's policy digest is the
+// queue's and the queue is not paused. $1 is the claimer, $2 the clock
+// (NULL: the server's now()), $3 the lease in microseconds, $4 the
+// limit, $5 the policy digest, and with byID, $6 the ids to restrict the
+// claim to. (Two statements rather than one with "$6 IS NULL OR ...": a
+// generic plan of that one cannot read jobs_ready in order, and sorts
+// every ready job.)
 func claimSQL(byID bool) string {
-	ids := ""
+	g := `g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false) AND NOT (` + claimOpenSQL + `) AS open),
+c AS (
+	SELECT rid FROM jobs
+	WHERE state = 'queued' AND deps_pending = 0 AND NOT scheduled AND NOT gated AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
+		AND (SELECT have FROM p) = $5 AND (SELECT open FROM g)`
 	if byID {
-		ids = "AND id = ANY($6::text[])"
-	}
-	return `WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now),
-p AS (SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), '') AS have),
-g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false)
+		g = `g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false)
 		AND NOT EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0) AS open,
 	coalesce((SELECT array_agg(name) FROM job_groups WHERE paused), '{}') AS paused),
 c AS (
 	SELECT rid FROM jobs
 	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
-		AND (SELECT have FROM p) = $5 AND (SELECT open FROM g) AND group_name <> ALL ((SELECT paused FROM g)::text[]) ` + ids + `
+		AND (SELECT have FROM p) = $5 AND (SELECT open FROM g) AND group_name <> ALL ((SELECT paused FROM g)::text[]) AND id = ANY($6::text[])`
+	}
+	return `WITH t AS (SELECT coalesce($2::timestamptz, now()) AS now),
+p AS (SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), '') AS have),
+` + g + `
 	ORDER BY priority DESC, created_at, rid
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED
@@ -59,6 +67,14 @@ a AS (
 SELECT * FROM u`
 }
 
+// claimOpenSQL is true when a group with a limit, not paused, has room
+// by an unlocked count and a claimable job: one probe of jobs_gated and
+// one count of jobs_group per limited group (a handful), whatever the
+// number of jobs.
+const claimOpenSQL = `EXISTS (SELECT 1 FROM job_groups gr WHERE gr.max_running > 0 AND NOT gr.paused
+	AND EXISTS (SELECT 1 FROM jobs WHERE group_name = gr.name AND state = 'queued' AND deps_pending = 0 AND NOT scheduled AND gated)
+	AND (SELECT count(*) FROM jobs WHERE group_name = gr.name AND group_name <> '' AND state IN ('queued', 'running') AND state = 'running') < gr.max_running)`
+
 var claimReadySQL, claimIDsSQL = claimSQL(false), claimSQL(true)
 
 // claimPrelude makes the claim of ready jobs (not the claim by ids) read
@@ -69,22 +85,45 @@ var claimReadySQL, claimIDsSQL = claimSQL(false), claimSQL(true)
 // every ready job (90 ms a claim instead of well under one).
 var claimPrelude = []string{`SET LOCAL enable_sort = off`}
 
-// The statements of [Store.claimCounted]: claimGateSQL reads the policy
-// digest and the queue's pause; claimGroupsSQL locks every group with a
-// limit or a pause, in name order (so two claimers never deadlock);
-// claimRunningSQL counts the running jobs of the groups of $1 (run after
-// the locks: under READ COMMITTED it sees every claim committed before
-// them); claimPickSQL selects candidates ($1 the clock, $2 the blocked
-// groups, $3 how many, $4 the ids or NULL); claimTakeSQL takes the jobs
-// of rids $4 for claimer $1 at clock $2 for $3 microseconds, with policy
-// digest $5.
+// claimPromoteSQL makes the jobs due at $1 (NULL: now()) claimable: a
+// range of jobs_scheduled, empty in the common case. Rows another claim
+// is promoting are skipped, not waited for.
+const claimPromoteSQL = `UPDATE jobs SET scheduled = false WHERE rid IN (
+	SELECT rid FROM jobs WHERE state = 'queued' AND deps_pending = 0 AND scheduled AND not_before <= coalesce($1::timestamptz, now())
+	FOR UPDATE SKIP LOCKED)`
+
+// The statements of [Store.claimSeek] and [Store.claimCounted]:
+// claimGateSQL reads the policy digest, the queue's pause and whether a
+// limited group has room and a claimable job (and whether any group has
+// a limit, for the claim by ids); claimGroupsReadSQL reads every group
+// with a limit or a pause and its running jobs, without a lock;
+// claimLockSQL locks the rows of the groups of $1 in name order (so two
+// claimers never deadlock on them); claimGroupsSQL locks every group
+// with a limit or a pause (the claim by ids); claimRunningSQL counts the
+// running jobs of the groups of $1 (run after the locks: under READ
+// COMMITTED it sees every claim committed before them);
+// claimPickOpenSQL and claimPickGroupSQL select candidates in claim
+// order outside limited and paused groups ($1 the clock, $2 how many)
+// and in group $3; claimPickSQL selects the candidates of a claim by ids
+// ($1 the clock, $2 the blocked groups, $3 how many, $4 the ids);
+// claimTakeSQL takes the jobs of rids $4 for claimer $1 at clock $2 for
+// $3 microseconds, with policy digest $5.
 const (
-	claimGateSQL    = `SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), ''), coalesce((SELECT paused FROM queue_state WHERE id = 1), false), EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0)`
-	claimGroupsSQL  = `SELECT name, max_running, paused FROM job_groups WHERE max_running > 0 OR paused ORDER BY name FOR UPDATE`
-	claimRunningSQL = `SELECT group_name, count(*) FROM jobs WHERE group_name = ANY($1::text[]) AND group_name <> '' AND state IN ('queued', 'running') AND state = 'running' GROUP BY group_name`
-	claimPickSQL    = `SELECT rid, group_name FROM jobs
+	claimGateSQL       = `SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), ''), coalesce((SELECT paused FROM queue_state WHERE id = 1), false), ` + claimOpenSQL + `, EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0)`
+	claimGroupsReadSQL = `SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs WHERE group_name = g.name AND group_name <> '' AND state IN ('queued', 'running') AND state = 'running')
+	FROM job_groups g WHERE g.max_running > 0 OR g.paused`
+	claimLockSQL     = `SELECT name FROM job_groups WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`
+	claimGroupsSQL   = `SELECT name, max_running, paused FROM job_groups WHERE max_running > 0 OR paused ORDER BY name FOR UPDATE`
+	claimRunningSQL  = `SELECT group_name, count(*) FROM jobs WHERE group_name = ANY($1::text[]) AND group_name <> '' AND state IN ('queued', 'running') AND state = 'running' GROUP BY group_name`
+	claimPickOpenSQL = `SELECT rid, group_name, priority, created_at FROM jobs
+	WHERE state = 'queued' AND deps_pending = 0 AND NOT scheduled AND NOT gated AND (not_before IS NULL OR not_before <= $1)
+	ORDER BY priority DESC, created_at, rid LIMIT $2 FOR UPDATE SKIP LOCKED`
+	claimPickGroupSQL = `SELECT rid, group_name, priority, created_at FROM jobs
+	WHERE group_name = $3 AND state = 'queued' AND deps_pending = 0 AND NOT scheduled AND gated AND (not_before IS NULL OR not_before <= $1)
+	ORDER BY priority DESC, created_at, rid LIMIT $2 FOR UPDATE SKIP LOCKED`
+	claimPickSQL = `SELECT rid, group_name FROM jobs
 	WHERE state = 'queued' AND deps_pending = 0 AND (not_before IS NULL OR not_before <= $1) AND group_name <> ALL ($2::text[])
-		AND ($4::text[] IS NULL OR id = ANY($4::text[]))
+		AND id = ANY($4::text[])
 	ORDER BY priority DESC, created_at, rid LIMIT $3 FOR UPDATE SKIP LOCKED`
 )
 
@@ -101,17 +140,22 @@ a AS (
 SELECT * FROM u`
 
 // JobClaim implements Store: claimSQL in a READ COMMITTED transaction
-// sent as one pipelined batch (BEGIN, the claim, COMMIT: one round trip).
-// When it claims nothing, the policy, the queue's pause and whether a
-// group has a limit are read: a claimer with another policy gets
-// ErrPolicyChanged, and with a limit set [Store.claimCounted] claims.
+// sent as one pipelined batch (BEGIN, the settings, claimPromoteSQL, the
+// claim, COMMIT: one round trip). When it claims nothing, the policy,
+// the queue's pause and the groups are read: a claimer with another
+// policy gets ErrPolicyChanged, and when a limited group has room and a
+// claimable job, [Store.claimSeek] (or for ids [Store.claimCounted])
+// claims.
 func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.Job, error) {
 	c, err := p.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	q, args, prelude := claimReadySQL, []any{c.WorkerID, s.nowArg(), c.Lease.Microseconds(), c.Limit, c.PolicySHA256}, claimPrelude
-	if len(c.JobIDs) > 0 {
+	now := s.nowArg()
+	q, args := claimReadySQL, []any{c.WorkerID, now, c.Lease.Microseconds(), c.Limit, c.PolicySHA256}
+	prelude := []batchStmt{{sql: claimPrelude[0]}, {sql: claimPromoteSQL, args: []any{now}}}
+	byID := len(c.JobIDs) > 0
+	if byID {
 		// A few ids: looked up by id, then sorted.
 		q, args, prelude = claimIDsSQL, append(args, c.JobIDs), nil
 	}
@@ -131,20 +175,25 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
 	if len(claimed) == 0 {
-		var limited bool
+		var room, limited bool
 		err := s.read(ctx, func(tx pgx.Tx) error {
 			var have string
 			var paused bool
-			if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &limited); err != nil {
+			if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &room, &limited); err != nil {
 				return fmt.Errorf("postgres: claim: %w", err)
 			}
-			limited = limited && !paused
+			room, limited = room && !paused, limited && !paused
 			return queue.CheckPolicyDigest(have, c.PolicySHA256)
 		})
-		if err != nil || !limited {
+		switch {
+		case err != nil:
 			return nil, err
+		case byID && limited:
+			claimed, err = s.claimCounted(ctx, c)
+		case !byID && room:
+			claimed, err = s.claimSeek(ctx, c)
 		}
-		if claimed, err = s.claimCounted(ctx, c); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +208,158 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	return out, nil
 }
 
-// claimCounted is the claim when a group has a limit, as
+// claimSeek is the claim of ready jobs when a limited group has room, as
+// queue.ClaimGate describes it, in one READ COMMITTED transaction: the
+// first jobs outside limited and paused groups, and of each limited
+// group with room its first jobs up to its room, each a seek in claim
+// order locked FOR UPDATE SKIP LOCKED; queue.ClaimGate.Choose picks
+// among them. Only the rows of the groups whose jobs it picks are then
+// locked FOR UPDATE, their running jobs counted again and the choice
+// made again, until every group chosen is locked: claimers on any host
+// take a group's slots one after the other and never exceed its limit,
+// while a claim of jobs outside limited groups takes no group's lock.
+// The jobs of full and paused groups are never read.
+func (s *Store) claimSeek(ctx context.Context, c queue.JobClaimParams) ([]jobRow, error) {
+	var claimed []jobRow
+	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
+		claimed = nil
+		var have string
+		var paused, room, limited bool
+		if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &room, &limited); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		if err := queue.CheckPolicyDigest(have, c.PolicySHA256); err != nil || paused {
+			return err
+		}
+		for _, q := range claimPrelude {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, claimPromoteSQL, tz(now)); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		rows, err := tx.Query(ctx, claimGroupsReadSQL)
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		groups, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (queue.Group, error) {
+			var g queue.Group
+			err := r.Scan(&g.Name, &g.Limit, &g.Paused, &g.Running)
+			return g, err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		limits := map[string]int{}
+		for _, g := range groups {
+			limits[g.Name] = g.Limit
+		}
+		pick := func(q string, args ...any) ([]queue.ClaimCandidate, error) {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return nil, fmt.Errorf("postgres: claim: %w", err)
+			}
+			out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (queue.ClaimCandidate, error) {
+				var x queue.ClaimCandidate
+				err := r.Scan(&x.Row, &x.Group, &x.Priority, &x.Created)
+				return x, err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("postgres: claim: %w", err)
+			}
+			return out, nil
+		}
+		open, err := pick(claimPickOpenSQL, now, c.Limit)
+		if err != nil {
+			return err
+		}
+		fetched := map[string]int{} // group -> candidates read
+		byGroup := map[string][]queue.ClaimCandidate{}
+		locked := map[string]bool{}
+		var take []int64
+		for {
+			gate := queue.NewClaimGate(queue.QueueState{}, groups)
+			cands := slices.Clone(open)
+			for name, room := range gate.Rooms() {
+				want := min(room, c.Limit)
+				if want > fetched[name] {
+					got, err := pick(claimPickGroupSQL, now, want, name)
+					if err != nil {
+						return err
+					}
+					byGroup[name], fetched[name] = got, want
+				}
+				cands = append(cands, byGroup[name]...)
+			}
+			take = gate.Choose(cands, c.Limit)
+			var need []string
+			for _, x := range cands {
+				if x.Group != "" && limits[x.Group] > 0 && !locked[x.Group] && slices.Contains(take, x.Row) && !slices.Contains(need, x.Group) {
+					need = append(need, x.Group)
+				}
+			}
+			if len(need) == 0 {
+				break
+			}
+			// Lock the groups chosen, then count their running jobs
+			// again: a claim that committed meanwhile counts now.
+			if _, err := tx.Exec(ctx, claimLockSQL, need); err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			running := map[string]int{}
+			rows, err := tx.Query(ctx, claimRunningSQL, need)
+			if err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			for rows.Next() {
+				var name string
+				var n int
+				if err := rows.Scan(&name, &n); err != nil {
+					rows.Close()
+					return fmt.Errorf("postgres: claim: %w", err)
+				}
+				running[name] = n
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("postgres: claim: %w", err)
+			}
+			for _, n := range need {
+				locked[n] = true
+			}
+			for i := range groups {
+				if locked[groups[i].Name] && slices.Contains(need, groups[i].Name) {
+					groups[i].Running = running[groups[i].Name]
+				}
+			}
+		}
+		if len(take) == 0 {
+			return nil
+		}
+		// The attempts start now, after the locks, not when the
+		// transaction began: a finish that freed the slot this claim
+		// waited for ended before it.
+		if s.clock != nil {
+			now = s.clock()
+		} else if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		now = now.UTC().Truncate(time.Microsecond)
+		rows, err = tx.Query(ctx, claimTakeSQL, c.WorkerID, now, c.Lease.Microseconds(), take, c.PolicySHA256)
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		claimed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobRow, error) { return scanJob(r) })
+		if err != nil {
+			return fmt.Errorf("postgres: claim: %w", err)
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+// claimCounted is the claim of a list of ids when a group has a limit, as
 // queue.ClaimGate describes it, in one READ COMMITTED transaction: the
 // rows of the limited and paused groups are locked FOR UPDATE before
 // their running jobs are counted, so that claimers on any host take a
@@ -170,8 +370,8 @@ func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]job
 	err := s.tx(ctx, func(tx pgx.Tx, now time.Time) error {
 		claimed = nil
 		var have string
-		var paused, limited bool
-		if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &limited); err != nil {
+		var paused, room, limited bool
+		if err := tx.QueryRow(ctx, claimGateSQL).Scan(&have, &paused, &room, &limited); err != nil {
 			return fmt.Errorf("postgres: claim: %w", err)
 		}
 		if err := queue.CheckPolicyDigest(have, c.PolicySHA256); err != nil || paused {
@@ -225,16 +425,7 @@ func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]job
 		}
 		now = now.UTC().Truncate(time.Microsecond)
 		gate := queue.NewClaimGate(queue.QueueState{}, groups)
-		var ids any
-		if len(c.JobIDs) > 0 {
-			ids = c.JobIDs
-		} else {
-			for _, q := range claimPrelude {
-				if _, err := tx.Exec(ctx, q); err != nil {
-					return fmt.Errorf("postgres: claim: %w", err)
-				}
-			}
-		}
+		ids := c.JobIDs
 		for len(claimed) < c.Limit {
 			want := c.Limit - len(claimed)
 			rows, err := tx.Query(ctx, claimPickSQL, now, gate.Blocked(), want, ids)
@@ -406,7 +597,7 @@ func setState(ctx context.Context, tx pgx.Tx, r jobRow, next queue.JobState, rea
 	if next.Finished() {
 		fin = now
 	}
-	_, err = tx.Exec(ctx, `UPDATE jobs SET state = $1, reason = $2, not_before = $3, finished_at = $4, updated_at = $5,
+	_, err = tx.Exec(ctx, `UPDATE jobs SET state = $1, reason = $2, not_before = $3, scheduled = $3::timestamptz IS NOT NULL, finished_at = $4, updated_at = $5,
 		lease_owner = '', lease_expires = NULL, cancel_requested = false WHERE rid = $6`,
 		string(next), reason, tz(notBefore), tz(fin), now, r.rid)
 	if err != nil {
@@ -500,7 +691,11 @@ func (s *Store) JobRetry(ctx context.Context, ref string) (queue.Job, error) {
 		if blocked != nil {
 			return blocked
 		}
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'queued', reason = $1, deps_pending = $2, max_attempts = attempts + $3, not_before = $6, finished_at = NULL, updated_at = $4, cancel_requested = false WHERE rid = $5`,
+		if err := shareGroups(ctx, tx, []string{r.Spec.Group}); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'queued', reason = $1, deps_pending = $2, max_attempts = attempts + $3, not_before = $6, finished_at = NULL, updated_at = $4, cancel_requested = false,
+			scheduled = $6::timestamptz IS NOT NULL, gated = group_name <> '' AND EXISTS (SELECT 1 FROM job_groups WHERE name = jobs.group_name) WHERE rid = $5`,
 			queue.ReasonRetryRequested, pending, r.Spec.Retries+1, now, r.rid, tz(queue.RetryDueAt(r.Spec)))
 		if err != nil {
 			return fmt.Errorf("postgres: retry: %w", err)

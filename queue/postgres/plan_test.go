@@ -45,8 +45,11 @@ func TestClaimPlanReadsTheReadyIndexInOrder(t *testing.T) {
 	}{
 		{claimReadySQL, claimPrelude, []any{"w", nil, time.Minute.Microseconds(), 1, ""}, "Index Scan using jobs_ready on jobs"},
 		{claimIDsSQL, nil, []any{"w", nil, time.Minute.Microseconds(), 1, "", []string{"x"}}, "jobs_id_key"},
-		// The claim with a group limit (claimCounted) selects the same way.
-		{claimPickSQL, claimPrelude, []any{time.Now(), []string{"full"}, 1, nil}, "Index Scan using jobs_ready on jobs"},
+		// The claim with a group limit (claimSeek) selects the same way,
+		// and seeks each group's jobs in jobs_gated.
+		{claimPickOpenSQL, claimPrelude, []any{time.Now(), 1}, "Index Scan using jobs_ready on jobs"},
+		{claimPickGroupSQL, claimPrelude, []any{time.Now(), 1, "g"}, "Index Scan using jobs_gated on jobs"},
+		{claimPromoteSQL, nil, []any{time.Now()}, "jobs_scheduled"},
 	} {
 		var plan []string
 		require.NoError(t, s.txClock(ctx, func(tx pgx.Tx) error {

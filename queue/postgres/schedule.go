@@ -435,8 +435,11 @@ func insertInstance(ctx context.Context, tx pgx.Tx, sp jobspec.Spec, id string, 
 		return queue.Job{}, fmt.Errorf("postgres: schedule instance: %w", err)
 	}
 	due := dueAt(sp, now)
-	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, group_name, not_before, state)
-		VALUES ($1, $2, $3, $4, $4, 0, $5, $6, $7, $8, $9, $10, 'queued')`, id, sp.Name, sp.Priority, now, sp.Retries+1, string(specJSON), srcID, srcPath, sp.Group, tz(due))
+	if err := shareGroups(ctx, tx, []string{sp.Group}); err != nil {
+		return queue.Job{}, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO jobs (id, name, priority, created_at, updated_at, deps_pending, max_attempts, spec, source_id, source_path, group_name, not_before, state, scheduled, gated)
+		VALUES ($1, $2, $3, $4, $4, 0, $5, $6, $7, $8, $9, $10, 'queued', $10::timestamptz IS NOT NULL, $9 <> '' AND EXISTS (SELECT 1 FROM job_groups WHERE name = $9))`, id, sp.Name, sp.Priority, now, sp.Retries+1, string(specJSON), srcID, srcPath, sp.Group, tz(due))
 	if err != nil {
 		return queue.Job{}, fmt.Errorf("postgres: schedule instance: %w", err)
 	}

@@ -152,6 +152,26 @@ CREATE TABLE queue_state (
 	paused_at timestamptz
 );
 `,
+	// 4: the claim seeks instead of walking past jobs it cannot take yet:
+	// jobs not yet due (scheduled) and jobs of groups with a limit or a
+	// pause (gated) leave jobs_ready for indexes of their own.
+	`
+-- true from when not_before is set until a claim finds it due.
+ALTER TABLE jobs ADD COLUMN scheduled boolean NOT NULL DEFAULT false;
+-- true while the job's group has a row in job_groups, kept on queued and
+-- running jobs by the writes of job_groups.
+ALTER TABLE jobs ADD COLUMN gated boolean NOT NULL DEFAULT false;
+UPDATE jobs SET scheduled = true WHERE state = 'queued' AND not_before IS NOT NULL;
+UPDATE jobs SET gated = true WHERE group_name <> '' AND state IN ('queued', 'running') AND group_name IN (SELECT name FROM job_groups);
+DROP INDEX jobs_ready;
+-- Claimable jobs outside limited and paused groups, in claim order.
+CREATE INDEX jobs_ready ON jobs (priority DESC, created_at, rid) WHERE state = 'queued' AND deps_pending = 0 AND NOT scheduled AND NOT gated;
+-- Claimable jobs of limited and paused groups, in claim order within each
+-- group: a claim seeks the first ones of each group with slots left.
+CREATE INDEX jobs_gated ON jobs (group_name, priority DESC, created_at, rid) WHERE state = 'queued' AND deps_pending = 0 AND NOT scheduled AND gated;
+-- Jobs not yet due, by due time: a claim clears scheduled on those due.
+CREATE INDEX jobs_scheduled ON jobs (not_before) WHERE state = 'queued' AND deps_pending = 0 AND scheduled;
+`,
 }
 
 // SchemaVersion is the schema version this paddock writes.

@@ -299,19 +299,26 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, wantNow bool, fn
 }
 
 // pipelined runs one statement (sql with args, whose rows scan reads),
-// after the prelude's statements (settings: SET LOCAL), in a READ
+// after the prelude's statements (settings, and writes the statement must
+// see), in a READ
 // COMMITTED transaction sent as one batch: BEGIN, the statements and
 // COMMIT reach the server together, one round trip.
 // It is retried as [Store.tx] retries: on a serialization failure or a
 // deadlock, and, while the server cannot be reached, only when nothing
 // was sent (a batch cut after it was sent may have committed).
-func (s *Store) pipelined(ctx context.Context, prelude []string, scan func(pgx.Rows) error, sql string, args ...any) error {
+func (s *Store) pipelined(ctx context.Context, prelude []batchStmt, scan func(pgx.Rows) error, sql string, args ...any) error {
 	return s.retry(ctx, func() (bool, error) { return s.pipelineOnce(ctx, prelude, scan, sql, args...) })
+}
+
+// batchStmt is a statement of a pipelined batch, with its arguments.
+type batchStmt struct {
+	sql  string
+	args []any
 }
 
 // pipelineOnce is one try of pipelined; sent is false when the batch
 // never reached the server (no connection).
-func (s *Store) pipelineOnce(ctx context.Context, prelude []string, scan func(pgx.Rows) error, sql string, args ...any) (sent bool, err error) {
+func (s *Store) pipelineOnce(ctx context.Context, prelude []batchStmt, scan func(pgx.Rows) error, sql string, args ...any) (sent bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -320,7 +327,7 @@ func (s *Store) pipelineOnce(ctx context.Context, prelude []string, scan func(pg
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 	for _, q := range prelude {
-		b.Queue(q)
+		b.Queue(q.sql, q.args...)
 	}
 	b.Queue(sql, args...)
 	b.Queue(`COMMIT`)

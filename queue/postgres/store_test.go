@@ -234,7 +234,7 @@ func TestPostgresMigratesOlderSchema(t *testing.T) {
 	c, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `DROP TABLE attempt_logs; DROP TABLE job_groups; DROP TABLE queue_state; DROP INDEX jobs_group;
+	_, err = c.Exec(ctx, v4to3+`DROP TABLE attempt_logs; DROP TABLE job_groups; DROP TABLE queue_state; DROP INDEX jobs_group;
 		ALTER TABLE jobs DROP COLUMN group_name; ALTER TABLE jobs DROP COLUMN started_at;
 		UPDATE paddock_schema SET version = 1`)
 	require.NoError(t, err)
@@ -258,6 +258,109 @@ func TestPostgresMigratesOlderSchema(t *testing.T) {
 	gs, err := st.GroupList(ctx, nil)
 	require.NoError(t, err)
 	require.Equal(t, []queue.Group{{Name: "g", Running: 1}}, gs)
+}
+
+// v4to3 turns a version-4 database back into version 3: no scheduled or
+// gated columns, and one claim index holding every ready job.
+const v4to3 = `DROP INDEX jobs_gated; DROP INDEX jobs_scheduled; DROP INDEX jobs_ready;
+	ALTER TABLE jobs DROP COLUMN scheduled, DROP COLUMN gated;
+	CREATE INDEX jobs_ready ON jobs (priority DESC, created_at, rid) WHERE state = 'queued' AND deps_pending = 0;
+	UPDATE paddock_schema SET version = 3;`
+
+// A version-3 database holding jobs in every state (ready, not yet due,
+// of a full group, of a paused group, waiting for a dependency, running
+// in a limited group, finished three ways) migrates to version 4 with
+// every count kept, and the claim still honours the limit, the pause,
+// the due time and the claim order.
+func TestPostgresMigratesFromV3(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st, err := postgres.Open(ctx, url, postgres.Options{Clock: clock})
+	require.NoError(t, err)
+	job := func(name string, prio int, mod func(*jobspec.Spec)) jobspec.Spec {
+		sp := jobspec.Spec{Name: name, Command: []string{"true"}, Priority: prio}
+		if mod != nil {
+			mod(&sp)
+		}
+		return sp
+	}
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
+		job("run-x", 9, func(s *jobspec.Spec) { s.Group = "x" }),
+		job("ok", 8, nil),
+		job("bad", 7, nil),
+		job("gone", 6, nil),
+		job("full-x", 5, func(s *jobspec.Spec) { s.Group = "x" }),
+		job("paused-p", 5, func(s *jobspec.Spec) { s.Group = "p" }),
+		job("later", 5, func(s *jobspec.Spec) { s.Delay = time.Hour }),
+		job("after-run-x", 5, func(s *jobspec.Spec) { s.After = []string{"run-x"} }),
+		job("plain", 0, nil),
+	}})
+	require.NoError(t, err)
+	got, err := st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	finish := func(id string, o string) {
+		t.Helper()
+		_, err := st.AttemptFinish(ctx, &queue.AttemptFinishParams{JobID: id, WorkerID: "w", Attempt: queue.Attempt{Outcome: o}})
+		require.NoError(t, err)
+	}
+	for _, j := range got {
+		switch j.Name {
+		case "ok":
+			finish(j.ID, queue.OutcomeSucceeded)
+		case "bad":
+			finish(j.ID, queue.OutcomeFailed)
+		}
+	}
+	_, err = st.JobCancel(ctx, "gone")
+	require.NoError(t, err)
+	_, err = st.GroupLimitSet(ctx, &queue.GroupLimitSetParams{Name: "x", Limit: 1})
+	require.NoError(t, err)
+	require.NoError(t, st.QueuePause(ctx, &queue.QueuePauseParams{Group: "p"}))
+	before, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	st.Close()
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, v4to3)
+	require.NoError(t, err)
+
+	st, err = postgres.Open(ctx, url, postgres.Options{Clock: clock})
+	require.NoError(t, err)
+	defer st.Close()
+	require.Equal(t, 3, st.FoundVersion())
+	after, err := st.JobCounts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	var gated, scheduled int
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE gated), count(*) FILTER (WHERE scheduled) FROM jobs`).Scan(&gated, &scheduled))
+	require.Equal(t, 3, gated, "run-x, full-x, paused-p")
+	require.Equal(t, 1, scheduled, "later")
+	names := func(jobs []queue.Job) []string {
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.Name)
+		}
+		return out
+	}
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"plain"}, names(got), "x is full, p paused, later not due, after-run-x waits")
+	now = now.Add(2 * time.Hour)
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"later"}, names(got))
+	runX, err := st.JobGet(ctx, "run-x")
+	require.NoError(t, err)
+	finish(runX.ID, queue.OutcomeSucceeded)
+	require.NoError(t, st.QueueResume(ctx, &queue.QueuePauseParams{Group: "p"}))
+	got, err = st.JobClaim(ctx, &queue.JobClaimParams{WorkerID: "w", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"full-x", "paused-p", "after-run-x"}, names(got), "claim order: priority, then enqueue order")
 }
 
 // A committed batch wakes listeners on other connections once, however
