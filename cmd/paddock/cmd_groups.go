@@ -114,6 +114,9 @@ func runGroupsSet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 	if errors.Is(err, queue.ErrInvalid) {
 		return usagef("%v", err)
 	}
+	if errors.Is(err, queue.ErrGroupNotFound) {
+		return usagef("group %q has no limit to unset (paddock groups lists the groups and their limits)", name)
+	}
 	if err != nil {
 		return err
 	}

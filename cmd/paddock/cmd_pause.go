@@ -60,6 +60,17 @@ func runPause(ctx context.Context, cmd *cobra.Command, opts PauseOptions, gopts 
 	}
 	defer a.Close()
 	p := &queue.QueuePauseParams{Group: opts.Group}
+	// A group is paused before its first job arrives as well (the pause
+	// is stored by name), but a typo pauses nothing anyone meant: say so.
+	idle := false
+	if pause && opts.Group != "" && p.Check() == nil {
+		gs, err := a.store.GroupList(ctx, &queue.GroupListParams{Names: []string{opts.Group}})
+		if err != nil {
+			return err
+		}
+		g := gs[0]
+		idle = g.Limit == 0 && !g.Paused && g.Running == 0 && g.Queued == 0
+	}
 	if pause {
 		err = a.store.QueuePause(ctx, p)
 	} else {
@@ -70,6 +81,9 @@ func runPause(ctx context.Context, cmd *cobra.Command, opts PauseOptions, gopts 
 	}
 	if err != nil {
 		return err
+	}
+	if idle {
+		fmt.Fprintf(cmd.ErrOrStderr(), "paddock: pause: group %s has no queued or running job and no limit; paused anyway, for the jobs that will name it (paddock resume --group %s undoes it)\n", opts.Group, opts.Group)
 	}
 	if !pause {
 		_ = runner.Wake(a.StateDir)

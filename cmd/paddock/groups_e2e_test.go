@@ -134,6 +134,19 @@ command = "true"
 	out, errOut, code = b.Run("groups", "unset", "repo-x")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "repo-x\tunlimited")
+	// Unsetting what has no limit (again, or a typo) says so.
+	for _, name := range []string{"repo-x", "repo-y"} {
+		_, errOut, code = b.Run("groups", "unset", name)
+		require.Equal(t, 2, code, name)
+		require.Contains(t, errOut, fmt.Sprintf("group %q has no limit to unset", name))
+	}
+	// Pausing a group nothing names works (for jobs to come) and says so.
+	_, errOut, code = b.Run("pause", "--group", "repo-y")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "group repo-y has no queued or running job and no limit; paused anyway")
+	_, errOut, code = b.Run("pause", "--group", "repo-y")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut, "repo-y is paused now: it is named")
 }
 
 // TestE2EPauseResumeAndDelay: a paused queue claims nothing and

@@ -242,6 +242,111 @@ func exerciseGroups(t *testing.T, setup func(t *testing.T) *testBundle) {
 		require.Nil(t, l[0].Attempts)
 	})
 
+	t.Run("BlockedAheadKeepOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Ahead in claim order: a full group, a paused group and jobs
+		// not yet due; behind them, claimable jobs of every kind.
+		b.enqueue(t, grouped("full-run", "full", 9))
+		_, err := b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "full", Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, []string{"full-run"}, names(claim(t, b, 1)))
+		require.NoError(t, b.st.QueuePause(b.ctx, &queue.QueuePauseParams{Group: "held"}))
+		_, err = b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "room", Limit: 2})
+		require.NoError(t, err)
+		b.enqueue(t,
+			grouped("full-1", "full", 8), grouped("full-2", "full", 8),
+			grouped("held-1", "held", 8), grouped("held-2", "held", 7),
+			jobspec.Spec{Name: "soon", Command: []string{"true"}, Priority: 8, Delay: time.Minute},
+			jobspec.Spec{Name: "soon-room", Command: []string{"true"}, Priority: 8, Group: "room", Delay: time.Minute},
+			grouped("room-1", "room", 6), grouped("free-1", "free", 6), grouped("none-1", "", 6),
+			grouped("room-2", "room", 5), grouped("room-3", "room", 5), grouped("none-2", "", 4),
+		)
+		require.Equal(t, []string{"room-1", "free-1", "none-1"}, names(claim(t, b, 3)), "blocked jobs ahead are passed over, claim order kept")
+
+		// Due now: ahead of what was claimable, and counted in its group
+		// (room has 1 of 2 running: soon-room takes the last slot).
+		b.clock.Advance(time.Minute)
+		require.Equal(t, []string{"soon", "soon-room", "none-2"}, names(claim(t, b, 10)), "jobs that became due take their place in claim order")
+
+		// The paused group resumed: its jobs come first again, by
+		// priority, before a full group's.
+		require.NoError(t, b.st.QueueResume(b.ctx, &queue.QueuePauseParams{Group: "held"}))
+		b.enqueue(t, grouped("none-3", "", 8))
+		require.Equal(t, []string{"held-1", "none-3", "held-2"}, names(claim(t, b, 10)))
+		require.Empty(t, claim(t, b, 10), "full and room are full")
+
+		// Removing a limit puts its jobs back among the others.
+		_, err = b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "full", Limit: 0})
+		require.NoError(t, err)
+		b.enqueue(t, grouped("none-4", "", 8))
+		require.Equal(t, []string{"full-1", "full-2", "none-4"}, names(claim(t, b, 10)), "enqueue order among equal priorities")
+	})
+
+	t.Run("LimitSetOnQueuedJobs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Jobs queued (and one running) before their group had a limit.
+		b.enqueue(t, grouped("r1", "repo", 0), grouped("r2", "repo", 0), grouped("r3", "repo", 0),
+			jobspec.Spec{Name: "flaky", Command: []string{"false"}, Group: "repo", Retries: 1, Priority: -1},
+			jobspec.Spec{Name: "bad", Command: []string{"false"}, Group: "repo", Priority: -2})
+		first := claim(t, b, 1)
+		require.Equal(t, []string{"r1"}, names(first))
+		_, err := b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "repo", Limit: 2})
+		require.NoError(t, err)
+		second := claim(t, b, 10)
+		require.Equal(t, []string{"r2"}, names(second), "the running job counts")
+		finish(t, b, first[0].ID)
+		third := claim(t, b, 10)
+		require.Equal(t, []string{"r3"}, names(third))
+		require.Empty(t, claim(t, b, 10))
+		finish(t, b, second[0].ID)
+		finish(t, b, third[0].ID)
+		got := claim(t, b, 10)
+		require.Equal(t, []string{"flaky", "bad"}, names(got))
+		// A failed attempt queued again for its retry, and a failed job
+		// retried, stay under the group's limit.
+		for _, j := range got {
+			_, err = b.st.AttemptFinish(b.ctx, &queue.AttemptFinishParams{JobID: j.ID, WorkerID: "w", Attempt: queue.Attempt{Outcome: queue.OutcomeFailed}})
+			require.NoError(t, err)
+		}
+		_, err = b.st.JobRetry(b.ctx, "bad")
+		require.NoError(t, err)
+		b.enqueue(t, grouped("r4", "repo", 9)) // enqueued while the limit is set
+		b.clock.Advance(time.Hour)             // past the retry's backoff
+		require.Equal(t, []string{"r4", "flaky"}, names(claim(t, b, 10)), "bad waits for a slot")
+		gs := groupsByName(t, b)
+		require.Equal(t, queue.Group{Name: "repo", Limit: 2, Running: 2, Queued: 1}, gs["repo"])
+	})
+
+	t.Run("GroupUnsetUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.enqueue(t, grouped("j", "has-jobs", 0))
+		for _, name := range []string{"never-seen", "has-jobs"} {
+			_, err := b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: name, Limit: 0})
+			require.ErrorIs(t, err, queue.ErrGroupNotFound, name)
+			require.ErrorContains(t, err, name)
+		}
+		require.NoError(t, b.st.QueuePause(b.ctx, &queue.QueuePauseParams{Group: "paused-only"}))
+		_, err := b.st.GroupLimitSet(b.ctx, &queue.GroupLimitSetParams{Name: "paused-only", Limit: 0})
+		require.ErrorIs(t, err, queue.ErrGroupNotFound, "a pause is no limit")
+		require.Equal(t, queue.Group{Name: "paused-only", Paused: true}, groupsByName(t, b)["paused-only"], "and the pause stays")
+	})
+
+	t.Run("DueWhileWaitingForDependency", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.enqueue(t, jobspec.Spec{Name: "dep", Command: []string{"true"}},
+			jobspec.Spec{Name: "child", Command: []string{"true"}, After: []string{"dep"}, Delay: time.Minute, Priority: 5})
+		got := claim(t, b, 10)
+		require.Equal(t, []string{"dep"}, names(got))
+		b.clock.Advance(time.Hour)
+		require.Empty(t, claim(t, b, 10), "due, but its dependency runs")
+		finish(t, b, got[0].ID)
+		require.Equal(t, []string{"child"}, names(claim(t, b, 10)))
+	})
+
 	t.Run("GroupSlotRace2Processes", func(t *testing.T) { raceGroupSlot(t, setup, 2, 1) })
 	t.Run("GroupSlotRace4Processes", func(t *testing.T) { raceGroupSlot(t, setup, 4, 2) })
 }
