@@ -33,9 +33,13 @@
 //     jobs and in batches of 10 and 100, with 4 listening workers: the
 //     NOTIFYs sent and received, each enqueue's latency to its commit and
 //     the server's commits per second, against the same load on a
-//     poll-only store (no NOTIFY) in the same run.
+//     poll-only store (no NOTIFY) in the same run;
+//  9. claims (not run by default): claim latency with 100,000 jobs
+//     queued, plain, with a group limit that has room, and with 999 and
+//     100,000 jobs the claim may not take first in claim order (of a full
+//     group, of a paused group, not yet due).
 //
-// With --store, scenario 3 also runs on fresh PostgreSQL databases.
+// With --store, scenarios 3 and 9 also run on fresh PostgreSQL databases.
 //
 // It runs the real binaries (--paddock, default bin/paddock) and the
 // example hooks (--hooks-dir, default bin/hooks): build them first with
@@ -94,7 +98,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "runs per measurement; each row is their median, min and max")
 	flag.IntVar(&o.jobs, "jobs", 200, "jobs per throughput run")
 	flag.IntVar(&o.bigRuns, "big-runs", 3, "runs of the 2 GiB-output job")
-	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts,notify", "comma-separated scenarios to run")
+	flag.StringVar(&o.scenarios, "scenarios", "throughput,hooks,queue,start,memory,layers,hosts,notify", "comma-separated scenarios to run (claims, not run by default, too)")
 	flag.StringVar(&o.baselines, "baselines", "xargs,parallel,tsp", "comma-separated tools the throughput scenario measures beside paddock, when installed; xargs, the floor, is always measured (GNU parallel takes ~3× its time)")
 	flag.StringVar(&o.store, "store", "", "a PostgreSQL server (postgres://USER@HOST/DB, a user with CREATEDB): the queue and hosts scenarios also run on fresh databases there")
 	flag.BoolVar(&o.jsonOut, "json", false, "print JSON lines (message_type bench_env, bench_row) instead of a markdown table")
@@ -158,9 +162,11 @@ func run(o options) error {
 			err = b.hosts(ctx)
 		case "notify":
 			err = b.notifyLoad(ctx)
+		case "claims":
+			err = b.claims(ctx)
 		case "":
 		default:
-			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers, hosts, notify)", s)
+			return fmt.Errorf("--scenarios: unknown scenario %q (throughput, hooks, queue, start, memory, layers, hosts, notify, claims)", s)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -50,6 +50,7 @@ func TestClaimPlanReadsTheReadyIndexInOrder(t *testing.T) {
 		{claimPickOpenSQL, claimPrelude, []any{time.Now(), 1}, "Index Scan using jobs_ready on jobs"},
 		{claimPickGroupSQL, claimPrelude, []any{time.Now(), 1, "g"}, "Index Scan using jobs_gated on jobs"},
 		{claimPromoteSQL, nil, []any{time.Now()}, "jobs_scheduled"},
+		{claimRunningSQL, nil, []any{[]string{"g"}}, "jobs_group"},
 	} {
 		var plan []string
 		require.NoError(t, s.txClock(ctx, func(tx pgx.Tx) error {
