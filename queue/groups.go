@@ -103,20 +103,25 @@ func CheckGroupName(name string) error {
 // transaction), then:
 //
 //  1. claims nothing when Paused();
-//  2. selects ready jobs in claim order whose group is not in Blocked(),
-//     at most the number still wanted;
-//  3. takes each selected job whose group Take admits, in order, and
-//     skips the others (their group filled up during this claim);
-//  4. repeats from 2 while it took fewer jobs than wanted and Take
-//     refused at least one job (a group newly blocked): each round blocks
-//     one more group, so a claim runs at most 1 + (number of limited
-//     groups) selections, however many jobs wait.
+//  2. when Limited() is false, takes the first ready jobs in claim order
+//     outside every group that has a limit or a pause (those of the
+//     other groups are all in Blocked), in one statement;
+//  3. otherwise reads, by seeks in claim order, the first jobs wanted
+//     outside those groups and, for each group of Rooms, its first jobs
+//     up to its room, and takes the rows Choose returns.
 //
-// The store must make steps 1-4 atomic with respect to other claims
+// A claim restricted to ids may instead select in claim order the jobs
+// whose group is not in Blocked, admit each through Take, and select
+// again while a group filled up.
+//
+// The store must make these steps atomic with respect to other claims
 // (SQLite: the claim's IMMEDIATE transaction; PostgreSQL: lock the rows
-// of the limited groups read in step 0, FOR UPDATE, before counting their
-// running jobs), so that no two claimers both take a group's last slot.
-// A ClaimGate is not safe for concurrent use.
+// of the groups whose jobs it chose, FOR UPDATE, count their running
+// jobs again after the lock and choose again), so that no two claimers
+// both take a group's last slot. The store keeps the jobs of groups
+// with a limit or a pause apart from the others (an index of its own),
+// so that no step reads the jobs of a blocked group. A ClaimGate is not
+// safe for concurrent use.
 type ClaimGate struct {
 	paused bool
 	room   map[string]int // limited groups: slots left

@@ -25,9 +25,15 @@
 // # Query plans
 //
 // A claim is one UPDATE ... WHERE rid IN (ready jobs) RETURNING. It reads
-// the partial index jobs_ready (priority DESC, created_ns, rid,
-// not_before_ns) WHERE state = 'queued' AND deps_pending = 0, in order,
-// and stops at the limit: ready jobs are found without a scan or a sort.
+// the partial index jobs_ready2 (priority DESC, created_ns, rid,
+// not_before_ns, group_name) of queued jobs without pending dependencies,
+// not waiting for a due time (scheduled = 0) and outside groups with a
+// limit or a pause (gated = 0), in order, and stops at the limit: ready
+// jobs are found without a scan or a sort. Jobs not yet due wait in
+// jobs_scheduled (by due time; each claim moves those now due); jobs of
+// limited or paused groups in jobs_gated (by group, then claim order),
+// which a claim seeks only for the limited groups with room. No claim
+// reads the jobs of a full or paused group, or those not yet due.
 // Dependencies are counted (deps_pending) and released or failed through
 // the deps table's primary key when a job finishes, so a claim never
 // checks dependencies. There is no index on state alone (each would cost
