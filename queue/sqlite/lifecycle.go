@@ -23,7 +23,7 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	var out []queue.Job
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		gate, policy, err := s.claimGate(ctx, tx)
+		gate, policy, due, err := s.claimGate(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -43,8 +43,10 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 			}
 			ids = string(b)
 		}
-		if _, err := s.cached(tx).ExecContext(ctx, claimPromoteSQL, now); err != nil {
-			return fmt.Errorf("sqlite: claim: %w", err)
+		if due > 0 && due <= now {
+			if _, err := s.cached(tx).ExecContext(ctx, claimPromoteSQL, now); err != nil {
+				return fmt.Errorf("sqlite: claim: %w", err)
+			}
 		}
 		var claimed []jobRow
 		switch {
@@ -94,35 +96,38 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 }
 
 // claimGate reads, in the claim's transaction and one statement, the
-// queue's policy digest ("" when none is set), its pause, and its paused
-// and limited groups with their running jobs.
-func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, string, error) {
+// queue's policy digest ("" when none is set), its pause, the earliest
+// due time of the jobs not yet claimable for it (0: none), and its
+// paused and limited groups with their running jobs.
+func (s *Store) claimGate(ctx context.Context, tx *sql.Tx) (*queue.ClaimGate, string, int64, error) {
 	rows, err := s.cached(tx).QueryContext(ctx, claimGroupsSQL)
 	if err != nil {
-		return nil, "", fmt.Errorf("sqlite: claim: %w", err)
+		return nil, "", 0, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	defer rows.Close()
 	var q queue.QueueState
 	var groups []queue.Group
 	var policy string
+	var due int64
 	for first := true; rows.Next(); first = false {
 		var g queue.Group
 		var paused int
+		var n int64
 		var sha string
-		if err := rows.Scan(&g.Name, &g.Limit, &paused, &g.Running, &sha); err != nil {
-			return nil, "", fmt.Errorf("sqlite: claim: %w", err)
+		if err := rows.Scan(&g.Name, &g.Limit, &paused, &n, &sha); err != nil {
+			return nil, "", 0, fmt.Errorf("sqlite: claim: %w", err)
 		}
 		if first {
-			q.Paused, policy = paused != 0, sha
+			q.Paused, due, policy = paused != 0, n, sha
 			continue
 		}
-		g.Paused = paused != 0
+		g.Paused, g.Running = paused != 0, int(n)
 		groups = append(groups, g)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("sqlite: claim: %w", err)
+		return nil, "", 0, fmt.Errorf("sqlite: claim: %w", err)
 	}
-	return queue.NewClaimGate(q, groups), policy, nil
+	return queue.NewClaimGate(q, groups), policy, due, nil
 }
 
 // claimSeek is the claim of ready jobs when a group with a limit has

@@ -53,12 +53,16 @@ const (
 	claimPickIDsSQL   = `SELECT jobs.rid, jobs.group_name` + claimIDsFrom + claimIDsWhere
 	claimRidsUpdSQL   = claimUpdSQL + `(SELECT value FROM json_each(?)) RETURNING ` + jobCols
 	// claimGroupsSQL reads what a claim checks first: a row with the
-	// queue's pause and policy digest, then each paused or limited group
+	// queue's pause, the earliest due time waiting in jobs_scheduled (0:
+	// none; claimPromoteSQL runs only when it has come) and the policy
+	// digest, then each paused or limited group
 	// with its running count (from jobs_group), for queue.NewClaimGate.
 	// The count names state = 'running' before the IN that lets it use
 	// jobs_group: in the other order SQLite seeks both states and counts
 	// every queued job of the group too (2 ms for 20,000).
-	claimGroupsSQL = `SELECT '', 0, coalesce((SELECT paused FROM queue_state WHERE id = 1), 0), 0, coalesce((SELECT sha256 FROM policy WHERE id = 1), '')
+	claimGroupsSQL = `SELECT '', 0, coalesce((SELECT paused FROM queue_state WHERE id = 1), 0),
+			coalesce((SELECT min(not_before_ns) FROM jobs INDEXED BY jobs_scheduled WHERE state = 'queued' AND deps_pending = 0 AND scheduled = 1), 0),
+			coalesce((SELECT sha256 FROM policy WHERE id = 1), '')
 		UNION ALL SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs INDEXED BY jobs_group WHERE group_name = g.name AND state = 'running' AND group_name != '' AND state IN ('queued','running')), ''
 		FROM job_groups AS g WHERE g.max_running > 0 OR g.paused != 0`
 	heldNamesSQL = `SELECT j.name, j.id, j.state FROM json_each(?) AS n CROSS JOIN jobs AS j ON j.name = n.value WHERE j.name != '' AND j.state IN ('queued','running')`
