@@ -18,7 +18,7 @@ import (
 // byID it reads jobs_ready, which holds neither the jobs not yet due
 // (scheduled) nor those of groups with a limit or a pause (gated), and
 // claims only while no limited group with room has a claimable job
-// (claimOpenSQL): then the claim needs no group's lock and no count, and
+// (claimRoomSQL): then the claim needs no group's lock and no count, and
 // [Store.claimSeek] claims otherwise. With byID it looks the jobs up by
 // id, skips the jobs of paused groups, and claims only while no group
 // has a limit ([Store.claimCounted] claims otherwise). The rows picked
@@ -32,7 +32,7 @@ import (
 // generic plan of that one cannot read jobs_ready in order, and sorts
 // every ready job.)
 func claimSQL(byID bool) string {
-	g := `g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false) AND NOT (` + claimOpenSQL + `) AS open),
+	g := `g AS (SELECT NOT coalesce((SELECT paused FROM queue_state WHERE id = 1), false) AND NOT coalesce(nullif(current_setting('paddock.claim_room', true), '')::boolean, false) AS open),
 c AS (
 	SELECT rid FROM jobs
 	WHERE state = 'queued' AND deps_pending = 0 AND NOT scheduled AND NOT gated AND (not_before IS NULL OR not_before <= (SELECT now FROM t))
@@ -67,13 +67,20 @@ a AS (
 SELECT * FROM u`
 }
 
-// claimOpenSQL is true when a group with a limit, not paused, has room
+// claimRoomSetSQL stores claimRoomSQL's answer in the transaction's
+// setting paddock.claim_room, which the claim statement reads: a
+// statement without parameters is planned once per connection, while
+// the claim's own parameters make the server plan it at every execution,
+// where these subqueries cost more than the claim itself.
+const claimRoomSetSQL = `SELECT set_config('paddock.claim_room', (` + claimRoomSQL + `)::text, true)`
+
+// claimRoomSQL is true when a group with a limit, not paused, has room
 // by an unlocked count and a claimable job: one probe of jobs_gated and
 // one count of jobs_group per limited group (a handful), whatever the
 // number of jobs. The probe is a scalar subquery with LIMIT 1, not an
 // EXISTS: the planner turns an EXISTS into a join that reads every entry
 // of jobs_gated (56 ms a claim with 100,000 jobs of a full group).
-const claimOpenSQL = `EXISTS (SELECT 1 FROM job_groups gr WHERE gr.max_running > 0 AND NOT gr.paused
+const claimRoomSQL = `EXISTS (SELECT 1 FROM job_groups gr WHERE gr.max_running > 0 AND NOT gr.paused
 	AND (SELECT rid FROM jobs WHERE group_name = gr.name AND state = 'queued' AND deps_pending = 0 AND NOT scheduled AND gated LIMIT 1) IS NOT NULL
 	AND (SELECT count(*) FROM jobs WHERE group_name = gr.name AND group_name <> '' AND state = 'running') < gr.max_running)`
 
@@ -87,12 +94,26 @@ var claimReadySQL, claimIDsSQL = claimSQL(false), claimSQL(true)
 // every ready job (90 ms a claim instead of well under one).
 var claimPrelude = []string{`SET LOCAL enable_sort = off`}
 
-// claimPromoteSQL makes the jobs due at $1 (NULL: now()) claimable: a
-// range of jobs_scheduled, empty in the common case. Rows another claim
-// is promoting are skipped, not waited for.
-const claimPromoteSQL = `UPDATE jobs SET scheduled = false WHERE rid IN (
-	SELECT rid FROM jobs WHERE state = 'queued' AND deps_pending = 0 AND scheduled AND not_before <= coalesce($1::timestamptz, now())
+// claimPromoteSQL makes the jobs due at $1 claimable: a range of
+// jobs_scheduled, empty in the common case. Rows another claim is
+// promoting are skipped, not waited for. claimPromoteNowSQL is the same
+// at now(), without parameters (planned once per connection).
+const (
+	claimPromoteSQL = `UPDATE jobs SET scheduled = false WHERE rid IN (
+	SELECT rid FROM jobs WHERE state = 'queued' AND deps_pending = 0 AND scheduled AND not_before <= $1::timestamptz
 	FOR UPDATE SKIP LOCKED)`
+	claimPromoteNowSQL = `UPDATE jobs SET scheduled = false WHERE rid IN (
+	SELECT rid FROM jobs WHERE state = 'queued' AND deps_pending = 0 AND scheduled AND not_before <= now()
+	FOR UPDATE SKIP LOCKED)`
+)
+
+// promoteStmt is the promotion at the store's clock.
+func (s *Store) promoteStmt() batchStmt {
+	if now := s.nowArg(); now != nil {
+		return batchStmt{sql: claimPromoteSQL, args: []any{now}}
+	}
+	return batchStmt{sql: claimPromoteNowSQL}
+}
 
 // The statements of [Store.claimSeek] and [Store.claimCounted]:
 // claimGateSQL reads the policy digest, the queue's pause and whether a
@@ -112,7 +133,7 @@ const claimPromoteSQL = `UPDATE jobs SET scheduled = false WHERE rid IN (
 // (NULL: clock_timestamp(), the time after the group locks) for $3
 // microseconds, with policy digest $5.
 const (
-	claimGateSQL       = `SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), ''), coalesce((SELECT paused FROM queue_state WHERE id = 1), false), ` + claimOpenSQL + `, EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0)`
+	claimGateSQL       = `SELECT coalesce((SELECT sha256 FROM policy WHERE id = 1), ''), coalesce((SELECT paused FROM queue_state WHERE id = 1), false), ` + claimRoomSQL + `, EXISTS (SELECT 1 FROM job_groups WHERE max_running > 0)`
 	claimGroupsReadSQL = `SELECT g.name, g.max_running, g.paused, (SELECT count(*) FROM jobs WHERE group_name = g.name AND group_name <> '' AND state = 'running')
 	FROM job_groups g WHERE g.max_running > 0 OR g.paused`
 	claimLockSQL     = `SELECT name FROM job_groups WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`
@@ -144,8 +165,8 @@ a AS (
 SELECT * FROM u`
 
 // JobClaim implements Store: claimSQL in a READ COMMITTED transaction
-// sent as one pipelined batch (BEGIN, the settings, claimPromoteSQL, the
-// claim, COMMIT: one round trip). When it claims nothing, the policy,
+// sent as one pipelined batch (BEGIN, the settings, the promotion of
+// the jobs now due, claimRoomSetSQL, the claim, COMMIT: one round trip). When it claims nothing, the policy,
 // the queue's pause and the groups are read: a claimer with another
 // policy gets ErrPolicyChanged, and when a limited group has room and a
 // claimable job, [Store.claimSeek] (or for ids [Store.claimCounted])
@@ -157,7 +178,11 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	}
 	now := s.nowArg()
 	q, args := claimReadySQL, []any{c.WorkerID, now, c.Lease.Microseconds(), c.Limit, c.PolicySHA256}
-	prelude := []batchStmt{{sql: claimPrelude[0]}, {sql: claimPromoteSQL, args: []any{now}}}
+	var prelude []batchStmt
+	for _, q := range claimPrelude {
+		prelude = append(prelude, batchStmt{sql: q})
+	}
+	prelude = append(prelude, s.promoteStmt(), batchStmt{sql: claimRoomSetSQL})
 	byID := len(c.JobIDs) > 0
 	if byID {
 		// A few ids: looked up by id, then sorted.
@@ -234,8 +259,11 @@ func (s *Store) claimSeek(ctx context.Context, c queue.JobClaimParams) ([]jobRow
 		var have string
 		var paused, room, limited bool
 		b.Queue(claimGateSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&have, &paused, &room, &limited) })
-		b.Queue(claimPrelude[0])
-		b.Queue(claimPromoteSQL, now)
+		for _, q := range claimPrelude {
+			b.Queue(q)
+		}
+		pr := s.promoteStmt()
+		b.Queue(pr.sql, pr.args...)
 		var groups []queue.Group
 		b.Queue(claimGroupsReadSQL).Query(func(rows pgx.Rows) error {
 			var err error

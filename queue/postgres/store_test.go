@@ -363,6 +363,52 @@ func TestPostgresMigratesFromV3(t *testing.T) {
 	require.Equal(t, []string{"full-x", "paused-p", "after-run-x"}, names(got), "claim order: priority, then enqueue order")
 }
 
+// A claim takes a limited group's row lock only when it takes a job of
+// that group: while another transaction holds the row, claims of jobs in
+// no group or in an unlimited group go on, and only the claim of the
+// group's job waits.
+func TestPostgresClaimLocksOnlyItsGroups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Shared(t).NewDatabase(t, t.Name())
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.JobEnqueue(ctx, &queue.JobEnqueueParams{Specs: []jobspec.Spec{
+		{Name: "free", Command: []string{"true"}, Priority: 2},
+		{Name: "other", Command: []string{"true"}, Group: "unlimited", Priority: 1},
+		{Name: "lim", Command: []string{"true"}, Group: "lim"},
+	}})
+	require.NoError(t, err)
+	_, err = st.GroupLimitSet(ctx, &queue.GroupLimitSetParams{Name: "lim", Limit: 1})
+	require.NoError(t, err)
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	tx, err := c.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT name FROM job_groups WHERE name = 'lim' FOR UPDATE`)
+	require.NoError(t, err)
+	claim := func(d time.Duration) ([]queue.Job, error) {
+		cctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return st.JobClaim(cctx, &queue.JobClaimParams{WorkerID: "w", Limit: 1})
+	}
+	for _, want := range []string{"free", "other"} {
+		got, err := claim(10 * time.Second)
+		require.NoError(t, err, "a claim outside the limited group waits for no lock")
+		require.Len(t, got, 1)
+		require.Equal(t, want, got[0].Name)
+	}
+	_, err = claim(500 * time.Millisecond)
+	require.Error(t, err, "the claim of the limited group's job waits for its row")
+	require.NoError(t, tx.Rollback(ctx))
+	got, err := claim(10 * time.Second)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "lim", got[0].Name)
+}
+
 // A committed batch wakes listeners on other connections once, however
 // many jobs it holds; a poll-only store neither notifies nor listens.
 func TestPostgresNotifications(t *testing.T) {
