@@ -57,7 +57,7 @@ u AS (
 	UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $1,
 		lease_expires = (SELECT now FROM t) + $3 * interval '1 microsecond', updated_at = (SELECT now FROM t),
 		started_at = (SELECT now FROM t), cancel_requested = false
-	FROM c WHERE j.rid = c.rid
+	WHERE j.rid = ANY (ARRAY(SELECT rid FROM c))
 	RETURNING ` + jobColsOf("j") + `
 ),
 a AS (
@@ -178,7 +178,11 @@ func (s *Store) JobClaim(ctx context.Context, p *queue.JobClaimParams) ([]queue.
 	}
 	now := s.nowArg()
 	q, args := claimReadySQL, []any{c.WorkerID, now, c.Lease.Microseconds(), c.Limit, c.PolicySHA256}
-	var prelude []batchStmt
+	// The claim statement's generic plan (planned once per connection)
+	// reads jobs_ready in order as its custom plans do; left to choose,
+	// the server plans it anew at every execution once the table has
+	// statistics, which costs more than running it.
+	prelude := []batchStmt{{sql: `SET LOCAL plan_cache_mode = force_generic_plan`}}
 	for _, q := range claimPrelude {
 		prelude = append(prelude, batchStmt{sql: q})
 	}
