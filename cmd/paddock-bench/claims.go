@@ -16,7 +16,7 @@ import (
 	"paddock/queue/sqlite"
 )
 
-// claimCase is one shape of scenario 8: how many jobs the claim may not
+// claimCase is one shape of scenario 9: how many jobs the claim may not
 // take sit ahead of the claimable ones in claim order, and why.
 type claimCase struct {
 	name    string // row name, after "claim 1 job, 100,000 queued"
@@ -38,7 +38,7 @@ var claimCases = []claimCase{
 	{", 100,000 not yet due first", 100_000, "due"},
 }
 
-// claims is scenario 8: claim latency with 100,000 jobs queued, plain and
+// claims is scenario 9: claim latency with 100,000 jobs queued, plain and
 // with jobs the claim may not take ahead of every claimable one (999 and
 // 100,000 of a full group, of a paused group, not yet due), on SQLite and,
 // with --store, on a fresh PostgreSQL database. Each case of a run gets
@@ -98,7 +98,7 @@ func (b *bench) claims(ctx context.Context) error {
 	return b.claimsOn(ctx, "postgres: ", pg, settle)
 }
 
-// claimsOn measures scenario 8 on st, naming rows with prefix; settle
+// claimsOn measures scenario 9 on st, naming rows with prefix; settle
 // runs before each case's claims are timed.
 func (b *bench) claimsOn(ctx context.Context, prefix string, st queue.Store, settle func(context.Context) error) error {
 	batch := func(n, prio int, name, group string, delay time.Duration) []jobspec.Spec {
