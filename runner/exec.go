@@ -175,6 +175,10 @@ type ExecParams struct {
 	// millisecond before Ended. The worker claims and decides the next
 	// job in that time.
 	Exiting func()
+	// Waiting, when not nil, is told once, with the reason, that the job
+	// waits before it starts: another job writes the same directories
+	// (the roots' locks, see rootlock.go).
+	Waiting func(why string)
 	// Ended, when not nil, is called once, from any goroutine, as soon as
 	// every process of the job has ended, before Execute has reaped bwrap
 	// and classified the attempt: for a confined job when the sandbox's
@@ -252,7 +256,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		lockDeadline = now().Add(time.Duration(hj.TimeoutS * float64(time.Second)))
 	}
 	if err == nil {
-		pol, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, fence, hj, pol)
+		pol, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, p.Waiting, fence, hj, pol)
 		if o := lockOutcome(ctx, err); o != "" {
 			return finish(o, err.Error())
 		}
@@ -298,7 +302,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		// under them.
 		if policy.Mode() == sandbox.ModeWorkspaceWrite && !lock.covers(policy.Roots()) {
 			lock.release()
-			policy, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, fence, final, policy)
+			policy, lock, err = e.lockAndResolve(ctx, p.Cancel, lockDeadline, p.Waiting, fence, final, policy)
 			if o := lockOutcome(ctx, err); o != "" {
 				return finish(o, err.Error())
 			}

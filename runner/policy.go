@@ -182,11 +182,11 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 					at(key), key, e, suggest.DidYouMean(e, []string{DefaultSetMarker}), DefaultSetMarker))
 			case strings.HasPrefix(e, "~") && !strings.HasPrefix(e, "~/") && e != "~":
 				problems = append(problems, fmt.Sprintf("%s%s: %q: only ~/ (the worker's home) is expanded, not ~user", at(key), key, e))
-			case key == "protect" && (filepath.Clean(e) == "/" || e == "~" || e == "~/" || filepath.Clean(e) == ".." || strings.HasPrefix(filepath.Clean(e), "../")):
+			case key == "protect" && (filepath.Clean(e) == "/" || e != "" && filepath.Clean(e) == "." || e == "~" || e == "~/" || filepath.Clean(e) == ".." || strings.HasPrefix(filepath.Clean(e), "../")):
 				problems = append(problems, fmt.Sprintf("%s%s: %q would protect a writable root itself or what lies above it (the home directory holds the default state directory and its workspaces): every job writing there would be refused", at(key), key, e))
 			case key == "hide" && (filepath.Clean(e) == "/" || e == "~" || e == "~/"):
 				problems = append(problems, fmt.Sprintf("%s%s: %q would hide what every job runs from (the root, or the home directory that holds the default state directory)", at(key), key, e))
-			case key == "hide" && e != DefaultSetMarker && !filepath.IsAbs(e) && !strings.HasPrefix(e, "~/"):
+			case key == "hide" && e != "" && e != DefaultSetMarker && !filepath.IsAbs(e) && !strings.HasPrefix(e, "~/"):
 				// Accepted, it would look hidden in policy show and hide
 				// nothing.
 				problems = append(problems, fmt.Sprintf("%s%s: %q is relative: hide takes absolute paths and globs, or ~/ for the worker's home (an entry below every workspace is not supported)", at(key), key, e))

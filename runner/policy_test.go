@@ -31,6 +31,8 @@ func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
 		"protect ~/":      {"protect = [\"~/\"]\n", `p.toml:1: protect: "~/" would protect a writable root`},
 		"hide /":          {"hide = [\"/\"]\n", `p.toml:1: hide: "/" would hide what every job runs from`},
 		"protect ..":      {"protect = [\"../x\"]\n", `p.toml:1: protect: "../x" would protect`},
+		"protect .":       {"protect = [\"./\"]\n", `p.toml:1: protect: "./" would protect a writable root`},
+		"empty hide":      {"hide = [\"\"]\n", "p.toml:1: hide: bad path or glob"},
 		"~user":           {"hide = [\"~root/.ssh\"]\n", `only ~/ (the worker's home) is expanded`},
 		"root not exists": {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
 	} {

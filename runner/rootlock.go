@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,9 +40,12 @@ import (
 //
 // The locks are flock(2) locks on rootLockBuckets files of the state
 // directory ([StateDir.RootLock], hidden from every job, so no job can
-// take or hold one), a directory's path hashed to one of them: two paths
-// in one bucket only make their jobs wait for each other when one of them
-// needs it exclusive. The kernel drops them when the worker's process
+// take or hold one). A directory is known by its device and inode (a bind
+// mount gives one directory two paths) and hashed to one of them with the
+// state directory's secret key ([rootLockPlan]): two directories in one
+// bucket only make their jobs wait for each other when one of them needs
+// it exclusive, and no job can choose a directory whose lock falls where
+// another's does. The kernel drops the locks when the worker's process
 // ends, however it ends. Workers of one state directory share them;
 // workers with different state directories do not see each other's
 // (docs/policy.md).
@@ -80,39 +87,110 @@ var errLockCanceled = errors.New("canceled while waiting for another job writing
 var errLockTimeout = errors.New("its timeout passed while it waited for another job writing the same directories")
 
 // rootLockPlan returns the buckets to lock for roots (canonical absolute
-// paths), in the order to take them, with whether each is exclusive.
-func rootLockPlan(roots []string) (buckets []int, exclusive map[int]bool) {
+// paths), in the order to take them, with whether each is exclusive. A
+// directory is known by its device and inode, not its path (a bind mount
+// gives one directory two paths), and its ancestors are those ".." leads
+// to from it, up to the root directory, which is left out (no job writes
+// it, and every job would share its lock). The bucket is a keyed hash
+// (HMAC-SHA256 with key) of the two numbers, so that a job cannot choose a
+// directory whose lock falls where another's does. A root that cannot be
+// opened is left out: the fence refuses it before anything runs.
+func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]bool) {
 	exclusive = map[int]bool{}
-	add := func(dir string, ex bool) {
-		h := fnv.New32a()
-		h.Write([]byte(dir))
-		b := int(h.Sum32() % rootLockBuckets)
+	add := func(st *unix.Stat_t, ex bool) {
+		m := hmac.New(sha256.New, key)
+		var id [16]byte
+		binary.LittleEndian.PutUint64(id[:8], uint64(st.Dev))
+		binary.LittleEndian.PutUint64(id[8:], st.Ino)
+		m.Write(id[:])
+		b := int(binary.LittleEndian.Uint32(m.Sum(nil)) % rootLockBuckets)
 		if _, ok := exclusive[b]; !ok {
 			buckets = append(buckets, b)
 		}
 		exclusive[b] = exclusive[b] || ex
 	}
 	for _, r := range roots {
-		add(r, true)
-		for d := filepath.Dir(r); ; d = filepath.Dir(d) {
-			add(d, false)
-			if d == "/" {
+		fd, err := unix.Open(r, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			unix.Close(fd)
+			continue
+		}
+		add(&st, true)
+		for depth := 0; depth < maxLockDepth; depth++ {
+			up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
 				break
 			}
+			unix.Close(fd)
+			fd = up
+			var pst unix.Stat_t
+			if unix.Fstat(fd, &pst) != nil {
+				break
+			}
+			var upper unix.Stat_t
+			if unix.Fstatat(fd, "..", &upper, 0) != nil || upper.Dev == pst.Dev && upper.Ino == pst.Ino {
+				break // the root directory: left out
+			}
+			add(&pst, false)
 		}
+		unix.Close(fd)
 	}
 	slices.Sort(buckets)
 	return buckets, exclusive
 }
 
+// maxLockDepth bounds the walk up from a root.
+const maxLockDepth = 256
+
+// rootLockKey returns the state directory's lock key (32 random bytes in
+// [StateDir.RootLockKey], made by the first process that needs it).
+func rootLockKey(state StateDir) ([]byte, error) {
+	name := state.RootLockKey()
+	key, err := os.ReadFile(name)
+	if err == nil && len(key) == 32 {
+		return key, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return nil, fmt.Errorf("root lock key: %w", err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("root lock key: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", name, os.Getpid())
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		return nil, fmt.Errorf("root lock key: %w", err)
+	}
+	// Link, not rename: the first process's key wins, and every process
+	// of the state directory then reads the same one.
+	err = os.Link(tmp, name)
+	os.Remove(tmp)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("root lock key: %w", err)
+	}
+	if key, err = os.ReadFile(name); err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("root lock key %s: unreadable or not 32 bytes", name)
+	}
+	return key, nil
+}
+
 // lockRoots takes the locks of roots: each root exclusive, each ancestor
 // shared. It waits until each is free, until ctx ends, cancel is closed
-// or deadline (when not zero) passes.
+// or deadline (when not zero) passes; waiting, when not nil, is called
+// once before it first waits, with the reason.
 //
 // Errors: a lock file cannot be created; ctx.Err(), errLockCanceled or
 // errLockTimeout when it stopped waiting; nothing is held then.
-func lockRoots(ctx context.Context, cancel <-chan struct{}, deadline time.Time, state StateDir, roots []string) (*rootLocks, error) {
-	buckets, exclusive := rootLockPlan(roots)
+func lockRoots(ctx context.Context, cancel <-chan struct{}, deadline time.Time, waiting func(string), state StateDir, roots []string) (*rootLocks, error) {
+	key, err := rootLockKey(state)
+	if err != nil {
+		return nil, err
+	}
+	buckets, exclusive := rootLockPlan(key, roots)
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -145,6 +223,10 @@ func lockRoots(ctx context.Context, cancel <-chan struct{}, deadline time.Time, 
 				l.release()
 				return nil, fmt.Errorf("root lock %s: %w", name, err)
 			}
+			if waiting != nil {
+				waiting(fmt.Sprintf("another job writes %s or a directory around or inside it", strings.Join(roots, ", ")))
+				waiting = nil
+			}
 			select {
 			case <-ctx.Done():
 				l.release()
@@ -171,16 +253,17 @@ const maxLockRounds = 4
 // again under them, so that its protected paths are resolved while no
 // other job writes those trees. When the policy built under the locks has
 // other roots (a symlink on a root's path changed), it lets go and starts
-// again. deadline (zero: none) bounds the wait.
+// again. deadline (zero: none) bounds the wait; waiting is told once when
+// it must wait.
 //
 // Errors: lockRoots' (see [lockOutcome]), the policy's, or roots that
 // kept changing.
-func (e *Executor) lockAndResolve(ctx context.Context, cancel <-chan struct{}, deadline time.Time, fence Fence, j hooks.Job, pol sandbox.Policy) (sandbox.Policy, *rootLocks, error) {
+func (e *Executor) lockAndResolve(ctx context.Context, cancel <-chan struct{}, deadline time.Time, waiting func(string), fence Fence, j hooks.Job, pol sandbox.Policy) (sandbox.Policy, *rootLocks, error) {
 	if pol.Mode() != sandbox.ModeWorkspaceWrite {
 		return pol, nil, nil
 	}
 	for range maxLockRounds {
-		locks, err := lockRoots(ctx, cancel, deadline, StateDir{Root: e.StateDir}, pol.Roots())
+		locks, err := lockRoots(ctx, cancel, deadline, waiting, StateDir{Root: e.StateDir}, pol.Roots())
 		if err != nil {
 			return pol, nil, err
 		}

@@ -3,11 +3,15 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"paddock/internal/testenv"
 )
 
 // TestLockRoots: jobs writing disjoint trees hold their locks together;
@@ -22,17 +26,24 @@ func TestLockRoots(t *testing.T) {
 	// Names whose locks fall in different buckets (a shared bucket makes
 	// jobs wait for each other, as documented, which this test does not
 	// look at).
+	key, err := rootLockKey(state)
+	require.NoError(t, err)
+	again, err := rootLockKey(state)
+	require.NoError(t, err)
+	require.Equal(t, key, again, "one key per state directory")
 	var a, b, inA string
 	for i := 0; a == ""; i++ {
 		a, b = filepath.Join(base, fmt.Sprint("a", i)), filepath.Join(base, fmt.Sprint("b", i))
 		inA = filepath.Join(a, "repo")
-		if !apart(a, b) || !apart(inA, b) {
+		require.NoError(t, os.MkdirAll(inA, 0o755))
+		require.NoError(t, os.MkdirAll(b, 0o755))
+		if !apart(key, a, b) || !apart(key, inA, b) {
 			a = ""
 		}
 	}
 	ctx := context.Background()
 
-	buckets, exclusive := rootLockPlan([]string{inA})
+	buckets, exclusive := rootLockPlan(key, []string{inA})
 	require.Len(t, exclusive, len(buckets))
 	require.IsIncreasing(t, buckets)
 	held := 0
@@ -43,14 +54,14 @@ func TestLockRoots(t *testing.T) {
 	}
 	require.Equal(t, 1, held, "the root alone is exclusive")
 
-	la, err := lockRoots(ctx, nil, time.Time{}, state, []string{a})
+	la, err := lockRoots(ctx, nil, time.Time{}, nil, state, []string{a})
 	require.NoError(t, err)
-	lb, err := lockRoots(ctx, nil, time.Time{}, state, []string{b})
+	lb, err := lockRoots(ctx, nil, time.Time{}, nil, state, []string{b})
 	require.NoError(t, err, "disjoint trees go together")
 
 	got := make(chan error, 1)
 	try := func(ctx context.Context, cancel <-chan struct{}, deadline time.Time, roots ...string) {
-		l, err := lockRoots(ctx, cancel, deadline, state, roots)
+		l, err := lockRoots(ctx, cancel, deadline, nil, state, roots)
 		require.Equal(t, err == nil, l.covers(roots))
 		l.release()
 		got <- err
@@ -68,6 +79,13 @@ func TestLockRoots(t *testing.T) {
 	stopWorker()
 	require.ErrorIs(t, <-got, context.Canceled)
 
+	// The wait is announced once, naming the roots.
+	var said []string
+	_, err = lockRoots(ctx, nil, time.Now().Add(120*time.Millisecond), func(why string) { said = append(said, why) }, state, []string{inA})
+	require.ErrorIs(t, err, errLockTimeout)
+	require.Len(t, said, 1)
+	require.Contains(t, said[0], "another job writes "+inA)
+
 	go try(ctx, nil, time.Time{}, inA)
 	la.release()
 	la.release() // idempotent
@@ -77,9 +95,9 @@ func TestLockRoots(t *testing.T) {
 
 // apart reports whether jobs writing x and y take no bucket that one of
 // them needs exclusive and the other at all.
-func apart(x, y string) bool {
-	bx, ex := rootLockPlan([]string{x})
-	by, ey := rootLockPlan([]string{y})
+func apart(key []byte, x, y string) bool {
+	bx, ex := rootLockPlan(key, []string{x})
+	by, ey := rootLockPlan(key, []string{y})
 	for _, b := range bx {
 		if _, ok := ey[b]; ok && (ex[b] || ey[b]) {
 			return false
@@ -91,4 +109,27 @@ func apart(x, y string) bool {
 		}
 	}
 	return true
+}
+
+// TestLockRootsThroughABindMount: a directory reached by two paths (a
+// bind mount) is one lock: a job writing it through one path waits for a
+// job writing it through the other.
+func TestLockRootsThroughABindMount(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "a bind mount needs root")
+	}
+	state := StateDir{Root: t.TempDir()}
+	base := t.TempDir()
+	orig, alias := filepath.Join(base, "orig"), filepath.Join(base, "alias")
+	require.NoError(t, os.MkdirAll(filepath.Join(orig, "w"), 0o755))
+	require.NoError(t, os.Mkdir(alias, 0o755))
+	require.NoError(t, unix.Mount(orig, alias, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(alias, unix.MNT_DETACH) })
+
+	held, err := lockRoots(context.Background(), nil, time.Time{}, nil, state, []string{filepath.Join(alias, "w")})
+	require.NoError(t, err)
+	defer held.release()
+	_, err = lockRoots(context.Background(), nil, time.Now().Add(150*time.Millisecond), nil, state, []string{filepath.Join(orig, "w")})
+	require.ErrorIs(t, err, errLockTimeout, "the same directory through another path")
 }

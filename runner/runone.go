@@ -149,6 +149,9 @@ type RunOneParams struct {
 	BeforeRecord func()
 	// Log receives the lifecycle's lines; nil discards them.
 	Log *slog.Logger
+	// Waiting, when not nil, is told (besides Log) that the attempt waits
+	// before it starts, and why ([ExecParams].Waiting).
+	Waiting func(why string)
 }
 
 // RunOneResult is what [RunOne] did.
@@ -181,8 +184,14 @@ func RunOne(ctx context.Context, p RunOneParams) RunOneResult {
 	log = log.With("job", j.ID, "name", j.Name, "attempt", attempt)
 	log.Info("claimed")
 	_ = p.Events.Append(Event{Time: time.Now(), Type: "started", JobID: j.ID, JobName: j.Name, Attempt: attempt, State: string(queue.StateRunning), WorkerID: p.WorkerID})
+	waiting := func(why string) {
+		log.Info("waiting", "why", why)
+		if p.Waiting != nil {
+			p.Waiting(why)
+		}
+	}
 	att := p.Executor.Execute(ctx, ExecParams{Job: j, Attempt: attempt, Cancel: p.Cancel, Stdout: p.Stdout, Stderr: p.Stderr,
-		SpawnGate: p.SpawnGate, Exiting: p.Exiting, Ended: p.Ended})
+		SpawnGate: p.SpawnGate, Exiting: p.Exiting, Ended: p.Ended, Waiting: waiting})
 	att.WorkerID = p.WorkerID
 	if p.Executed != nil {
 		p.Executed()
@@ -286,7 +295,8 @@ type RunJobParams struct {
 	Cancel <-chan struct{}
 	// Note, when not nil, is told what happens, for the user: event is
 	// "following" (another worker claimed the attempt first),
-	// "backoff" (waiting before the next attempt), "cancel_requested"
+	// "backoff" (waiting before the next attempt), "waiting" (for
+	// another job writing the same directories), "cancel_requested"
 	// (`paddock cancel` seen at a heartbeat) or "attempt_finished" (one
 	// that will be retried).
 	Note func(event, text string, attempt int)
@@ -383,8 +393,9 @@ func RunJob(p RunJobParams) (queue.Job, error) {
 			case <-done:
 			}
 		}()
+		attemptNo := j.AttemptCount
 		res := RunOne(ctx, RunOneParams{Store: p.Store, Executor: p.Executor, Events: p.Events, WorkerID: p.WorkerID, Job: j,
-			Cancel: stop, Stdout: p.Stdout, Stderr: p.Stderr})
+			Cancel: stop, Stdout: p.Stdout, Stderr: p.Stderr, Waiting: func(why string) { note("waiting", "waiting: "+why, attemptNo) }})
 		close(done)
 		hb.Remove(j.ID)
 		if res.Err != nil {

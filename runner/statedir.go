@@ -21,6 +21,7 @@ import (
 //	<root>/notify/wake             touched after an enqueue: idle workers claim at once
 //	<root>/dev/                    a root worker's substitute device nodes (sandbox.PrepareDeviceNodes)
 //	<root>/locks/root-<n>          locks of writable roots and their ancestors, n < 1024 (lockRoots)
+//	<root>/locks/key               the key that hashes directories to those locks
 //
 // Jobs never see any of it: the whole directory is hidden inside every
 // sandbox, and only a job's own default workspace is bound back.
@@ -73,6 +74,10 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 // DeviceNodes is where a worker running as root keeps the device nodes
 // its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
 func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
+
+// RootLockKey is the key that hashes directories to lock files
+// ([rootLockPlan]).
+func (s StateDir) RootLockKey() string { return filepath.Join(s.Root, locksName, "key") }
 
 // RootLock is lock file number bucket of the writable roots' locks
 // ([lockRoots]).

@@ -383,6 +383,8 @@ true
 `, ws)))
 	out, errOut, code := b.Run("worker", "--drain", "-c", "2")
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, errOut, "msg=waiting", "the worker says a job waits")
+	require.Contains(t, errOut, "another job writes "+ws)
 	require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
 	require.NoDirExists(t, filepath.Join(ws, ".git", "hooks", "x"))
 
