@@ -250,7 +250,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	pol, err := fence.policy(hj)
 	var lock *rootLocks
 	defer func() { lock.release() }()
-	// The job's timeout covers its wait for the protect lock.
+	// The job's timeout covers its wait for its roots' locks.
 	var lockDeadline time.Time
 	if hj.TimeoutS > 0 {
 		lockDeadline = now().Add(time.Duration(hj.TimeoutS * float64(time.Second)))
