@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -146,36 +147,49 @@ func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]
 // maxLockDepth bounds the walk up from a root.
 const maxLockDepth = 256
 
+// rootLockKeys caches each state directory's lock key for the process.
+var rootLockKeys sync.Map // StateDir.RootLockKey() -> []byte
+
 // rootLockKey returns the state directory's lock key (32 random bytes in
-// [StateDir.RootLockKey], made by the first process that needs it).
+// [StateDir.RootLockKey], made by the first process that needs it; the
+// first one linked in place wins, and every process then reads it). Safe
+// for concurrent use.
 func rootLockKey(state StateDir) ([]byte, error) {
 	name := state.RootLockKey()
+	if k, ok := rootLockKeys.Load(name); ok {
+		return k.([]byte), nil
+	}
 	key, err := os.ReadFile(name)
-	if err == nil && len(key) == 32 {
-		return key, nil
+	if err != nil || len(key) != 32 {
+		if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+			return nil, fmt.Errorf("root lock key: %w", err)
+		}
+		fresh := make([]byte, 32)
+		if _, err := rand.Read(fresh); err != nil {
+			return nil, fmt.Errorf("root lock key: %w", err)
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(name), "key.*.tmp")
+		if err != nil {
+			return nil, fmt.Errorf("root lock key: %w", err)
+		}
+		_, werr := tmp.Write(fresh)
+		cerr := tmp.Close()
+		if werr == nil && cerr == nil {
+			// Link, not rename: an existing key is never replaced.
+			if lerr := os.Link(tmp.Name(), name); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+				werr = lerr
+			}
+		}
+		os.Remove(tmp.Name())
+		if werr != nil || cerr != nil {
+			return nil, fmt.Errorf("root lock key: %w", errors.Join(werr, cerr))
+		}
+		if key, err = os.ReadFile(name); err != nil || len(key) != 32 {
+			return nil, fmt.Errorf("root lock key %s: unreadable or not 32 bytes", name)
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-		return nil, fmt.Errorf("root lock key: %w", err)
-	}
-	key = make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("root lock key: %w", err)
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", name, os.Getpid())
-	if err := os.WriteFile(tmp, key, 0o600); err != nil {
-		return nil, fmt.Errorf("root lock key: %w", err)
-	}
-	// Link, not rename: the first process's key wins, and every process
-	// of the state directory then reads the same one.
-	err = os.Link(tmp, name)
-	os.Remove(tmp)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("root lock key: %w", err)
-	}
-	if key, err = os.ReadFile(name); err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("root lock key %s: unreadable or not 32 bytes", name)
-	}
-	return key, nil
+	k, _ := rootLockKeys.LoadOrStore(name, key)
+	return k.([]byte), nil
 }
 
 // lockRoots takes the locks of roots: each root exclusive, each ancestor

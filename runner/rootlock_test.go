@@ -133,3 +133,30 @@ func TestLockRootsThroughABindMount(t *testing.T) {
 	_, err = lockRoots(context.Background(), nil, time.Now().Add(150*time.Millisecond), nil, state, []string{filepath.Join(orig, "w")})
 	require.ErrorIs(t, err, errLockTimeout, "the same directory through another path")
 }
+
+// TestRootLockKeyConcurrent: processes' goroutines making the key at once
+// all get the one that was linked in place.
+func TestRootLockKeyConcurrent(t *testing.T) {
+	t.Parallel()
+	state := StateDir{Root: t.TempDir()}
+	keys := make(chan []byte, 16)
+	for range 16 {
+		go func() {
+			k, err := rootLockKey(state)
+			if err != nil {
+				t.Error(err)
+			}
+			keys <- k
+		}()
+	}
+	first := <-keys
+	for range 15 {
+		require.Equal(t, first, <-keys)
+	}
+	onDisk, err := os.ReadFile(state.RootLockKey())
+	require.NoError(t, err)
+	require.Equal(t, first, onDisk)
+	entries, err := os.ReadDir(filepath.Dir(state.RootLockKey()))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left")
+}

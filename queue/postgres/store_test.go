@@ -405,6 +405,15 @@ func TestPostgresClaimLocksOnlyItsGroups(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	got, err := claim(10 * time.Second)
 	require.NoError(t, err)
+	if len(got) == 0 {
+		// The claim given up above may still have run to its commit on
+		// the server (its cancel request travels apart from its
+		// connection): the job is then leased, as at-least-once allows.
+		j, err := st.JobGet(ctx, "lim")
+		require.NoError(t, err)
+		require.Equal(t, queue.StateRunning, j.State, "lim neither claimable nor claimed")
+		return
+	}
 	require.Len(t, got, 1)
 	require.Equal(t, "lim", got[0].Name)
 }
