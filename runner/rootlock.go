@@ -121,6 +121,10 @@ func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]
 			continue
 		}
 		add(&st, true)
+		// Each directory above is added once its own ".." is known to
+		// lead elsewhere: the root directory, whose ".." is itself, is
+		// left out.
+		cur, above := st, false
 		for depth := 0; depth < maxLockDepth; depth++ {
 			up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err != nil {
@@ -128,15 +132,14 @@ func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]
 			}
 			unix.Close(fd)
 			fd = up
-			var pst unix.Stat_t
-			if unix.Fstat(fd, &pst) != nil {
+			var ust unix.Stat_t
+			if unix.Fstat(fd, &ust) != nil || ust.Dev == cur.Dev && ust.Ino == cur.Ino {
 				break
 			}
-			var upper unix.Stat_t
-			if unix.Fstatat(fd, "..", &upper, 0) != nil || upper.Dev == pst.Dev && upper.Ino == pst.Ino {
-				break // the root directory: left out
+			if above {
+				add(&cur, false)
 			}
-			add(&pst, false)
+			cur, above = ust, true
 		}
 		unix.Close(fd)
 	}
@@ -213,11 +216,7 @@ func lockRoots(ctx context.Context, cancel <-chan struct{}, deadline time.Time, 
 	}
 	l := &rootLocks{roots: slices.Clone(roots)}
 	for _, b := range buckets {
-		name := state.RootLock(b)
-		if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-			l.release()
-			return nil, fmt.Errorf("root lock: %w", err)
-		}
+		name := state.RootLock(b) // beside the key: its directory exists
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 		if err != nil {
 			l.release()
