@@ -78,8 +78,9 @@ type Executor struct {
 	launcher   *os.File
 
 	devNodesOnce sync.Once
-	devNodes     deviceNodes
-	devNodesErr  error
+	devNodesDir  string
+	devNSOnce    sync.Once
+	devNS        bool
 }
 
 // deviceNodes is how a worker's confined jobs get substitutes for the
@@ -108,19 +109,17 @@ func (d deviceNodes) argvDir() string {
 // ([sandbox.CheckDeviceNamespace]) is found once; where it cannot (no
 // CAP_SYS_ADMIN) the argv binds them.
 func (e *Executor) deviceNodes() (deviceNodes, error) {
-	e.devNodesOnce.Do(func() {
-		e.devNodes.dir = e.fence().DeviceNodes()
-		if e.devNodes.dir == "" {
-			return
-		}
-		if e.devNodesErr = sandbox.PrepareDeviceNodes(e.devNodes.dir); e.devNodesErr == nil {
-			e.devNodes.ns = sandbox.CheckDeviceNamespace(e.devNodes.dir) == nil
-		}
-	})
-	if e.devNodesErr != nil || e.devNodes.dir == "" {
-		return e.devNodes, e.devNodesErr
+	e.devNodesOnce.Do(func() { e.devNodesDir = e.fence().DeviceNodes() })
+	d := deviceNodes{dir: e.devNodesDir}
+	if d.dir == "" {
+		return d, nil
 	}
-	return e.devNodes, sandbox.PrepareDeviceNodes(e.devNodes.dir)
+	if err := sandbox.PrepareDeviceNodes(d.dir); err != nil {
+		return d, err
+	}
+	e.devNSOnce.Do(func() { e.devNS = sandbox.CheckDeviceNamespace(d.dir) == nil })
+	d.ns = e.devNS
+	return d, nil
 }
 
 // launcherFile returns e.Launcher, or [sandbox.OpenLauncher]'s for grade
