@@ -331,23 +331,9 @@ func (s *Store) claimSeek(ctx context.Context, c queue.JobClaimParams) ([]jobRow
 			if _, err := tx.Exec(ctx, claimLockSQL, need); err != nil {
 				return fmt.Errorf("postgres: claim: %w", err)
 			}
-			running := map[string]int{}
-			rows, err := tx.Query(ctx, claimRunningSQL, need)
+			running, err := runningByGroup(ctx, tx, need)
 			if err != nil {
-				return fmt.Errorf("postgres: claim: %w", err)
-			}
-			for rows.Next() {
-				var name string
-				var n int
-				if err := rows.Scan(&name, &n); err != nil {
-					rows.Close()
-					return fmt.Errorf("postgres: claim: %w", err)
-				}
-				running[name] = n
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("postgres: claim: %w", err)
+				return err
 			}
 			for i := range groups {
 				if slices.Contains(need, groups[i].Name) {
@@ -423,22 +409,9 @@ func (s *Store) claimCounted(ctx context.Context, c queue.JobClaimParams) ([]job
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("postgres: claim: %w", err)
 		}
-		running := map[string]int{}
-		if rows, err = tx.Query(ctx, claimRunningSQL, names); err != nil {
-			return fmt.Errorf("postgres: claim: %w", err)
-		}
-		for rows.Next() {
-			var name string
-			var n int
-			if err := rows.Scan(&name, &n); err != nil {
-				rows.Close()
-				return fmt.Errorf("postgres: claim: %w", err)
-			}
-			running[name] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("postgres: claim: %w", err)
+		running, err := runningByGroup(ctx, tx, names)
+		if err != nil {
+			return err
 		}
 		for i := range groups {
 			groups[i].Running = running[groups[i].Name]
@@ -853,4 +826,24 @@ func (s *Store) LeaseRelease(ctx context.Context, p *queue.LeaseReleaseParams) (
 		return s.notify(ctx, tx)
 	})
 	return out, err
+}
+
+// runningByGroup counts the running jobs of each of the named groups
+// (claimRunningSQL); a group with none is absent from the map.
+func runningByGroup(ctx context.Context, tx pgx.Tx, names []string) (map[string]int, error) {
+	rows, err := tx.Query(ctx, claimRunningSQL, names)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	running := map[string]int{}
+	var name string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		running[name] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	return running, nil
 }
