@@ -60,6 +60,16 @@ type QueuePauseParams struct {
 // MaxGroupLimit is the largest group limit.
 const MaxGroupLimit = 1_000_000
 
+// ErrInvalidGroup marks a bad group name or limit given to a groups or
+// pause command (errors.Is(err, ErrInvalid) holds too: the same kind of
+// bad input, about a group rather than a job).
+var ErrInvalidGroup error = invalidGroup{}
+
+type invalidGroup struct{}
+
+func (invalidGroup) Error() string { return "queue: invalid group" }
+func (invalidGroup) Unwrap() error { return ErrInvalid }
+
 // Check refuses a GroupLimitSet: a bad group name or a limit out of range.
 func (p *GroupLimitSetParams) Check() error {
 	if p == nil {
@@ -69,7 +79,7 @@ func (p *GroupLimitSetParams) Check() error {
 		return err
 	}
 	if p.Limit < 0 || p.Limit > MaxGroupLimit {
-		return fmt.Errorf("%w: group %q: limit %d out of range: expected 1 to %d, or 0 to remove it", ErrInvalid, p.Name, p.Limit, MaxGroupLimit)
+		return fmt.Errorf("%w: group %q: limit %d out of range: expected 1 to %d, or 0 to remove it", ErrInvalidGroup, p.Name, p.Limit, MaxGroupLimit)
 	}
 	return nil
 }
@@ -92,7 +102,7 @@ func CheckGroupName(name string) error {
 		if errors.As(err, &ve) && len(ve.Errors) > 0 {
 			msg = ve.Errors[0].Message
 		}
-		return fmt.Errorf("%w: group %q: %s", ErrInvalid, name, msg)
+		return fmt.Errorf("%w: group %q: %s", ErrInvalidGroup, name, msg)
 	}
 	return nil
 }
