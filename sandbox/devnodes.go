@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -57,8 +58,8 @@ func DevNull(dir string) string { return filepath.Join(dir, "null") }
 // Errors: the host's node is missing or not a character device; dir
 // cannot be created, or is not a directory or a symlink (refused); a node
 // cannot be made, or the file system will not open it (nodev). Safe for
-// concurrent use by processes sharing dir: each node is made under a
-// temporary name and renamed into place.
+// concurrent use, by goroutines and processes sharing dir: each node is
+// made under a temporary name of its own and renamed into place.
 func PrepareDeviceNodes(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("sandbox: device nodes: %w", err)
@@ -85,8 +86,8 @@ func PrepareDeviceNodes(dir string) error {
 			st.Uid == nobodyID && st.Gid == nobodyID {
 			continue
 		}
-		tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-		_ = os.Remove(tmp)
+		// A name of its own: jobs of one worker prepare at once.
+		tmp := fmt.Sprintf("%s.%d.%x.tmp", p, os.Getpid(), rand.Uint64())
 		if err := unix.Mknod(tmp, unix.S_IFCHR|0o666, int(host.Rdev)); err != nil {
 			return fmt.Errorf("sandbox: device nodes: mknod %s: %w", tmp, err)
 		}

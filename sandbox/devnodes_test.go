@@ -163,3 +163,23 @@ func TestStartWithDeviceNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "only root reaches the substitutes")
 }
+
+// TestPrepareDeviceNodesConcurrent: jobs of one worker preparing the
+// substitutes at once all succeed, and leave no temporary file.
+func TestPrepareDeviceNodesConcurrent(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		unavailable(t, "making device nodes needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- PrepareDeviceNodes(dir) }()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, len(substituteNodes), "no temporary file left")
+}
