@@ -3,9 +3,9 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
-	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"sync"
