@@ -81,9 +81,12 @@ func PrepareDeviceNodes(dir string) error {
 			return fmt.Errorf("sandbox: device nodes: /dev/%s is not a character device", n)
 		}
 		p := filepath.Join(dir, n)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err == nil && st.Mode == unix.S_IFCHR|0o666 && st.Rdev == host.Rdev &&
-			st.Uid == nobodyID && st.Gid == nobodyID {
+		right := func() bool {
+			var st unix.Stat_t
+			return unix.Lstat(p, &st) == nil && st.Mode == unix.S_IFCHR|0o666 && st.Rdev == host.Rdev &&
+				st.Uid == nobodyID && st.Gid == nobodyID
+		}
+		if right() {
 			continue
 		}
 		// A name of its own: jobs of one worker prepare at once.
@@ -97,7 +100,17 @@ func PrepareDeviceNodes(dir string) error {
 			err = unix.Lchown(tmp, nobodyID, nobodyID)
 		}
 		if err == nil {
-			err = os.Rename(tmp, p)
+			// A right node another job made meanwhile is kept: a running
+			// job's namespace may have it bound, and replacing it would
+			// leave that bind on an unlinked node bwrap cannot bind.
+			err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+			if errors.Is(err, unix.EEXIST) {
+				if right() {
+					err = os.Remove(tmp)
+				} else {
+					err = os.Rename(tmp, p)
+				}
+			}
 		}
 		if err != nil {
 			_ = os.Remove(tmp)
