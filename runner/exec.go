@@ -83,13 +83,16 @@ type Executor struct {
 	devNS        bool
 }
 
-// deviceNodes is how a worker's confined jobs get substitutes for the
-// host's device nodes: none (dir ""), bwrap started over them
-// ([sandbox.StartWithDeviceNodes]: the argv binds none), or, where that
-// namespace cannot be made, bound by the argv (ns false).
+// deviceNodes is how a worker's confined jobs get devices that are not
+// the host's nodes: none (dir ""), bwrap started in a namespace made for
+// the job ([sandbox.StartWithDeviceNodes]: the argv binds none; with
+// tree, at the full grade, a whole /dev made there and bound as one
+// mount), or, where that namespace cannot be made, the substitutes bound
+// by the argv (ns false).
 type deviceNodes struct {
-	dir string
-	ns  bool
+	dir  string
+	ns   bool
+	tree bool
 }
 
 // argvDir is the [sandbox.ConfineParams].DeviceNodes for jobs: dir when
@@ -99,6 +102,15 @@ func (d deviceNodes) argvDir() string {
 		return ""
 	}
 	return d.dir
+}
+
+// devTree is the [sandbox.ConfineParams].DevTree for jobs: dir when the
+// namespace holds a whole /dev there.
+func (d deviceNodes) devTree() string {
+	if d.tree {
+		return d.dir
+	}
+	return ""
 }
 
 // deviceNodes returns the substitute device nodes for a confined job
@@ -355,8 +367,9 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		if devNodes, err = e.deviceNodes(); err != nil {
 			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 		}
+		devNodes.tree = devNodes.ns && d.Grade == sandbox.GradeFull
 	}
-	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes.argvDir()})
+	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes.argvDir(), DevTree: devNodes.devTree()})
 	if err != nil {
 		return finish(queue.OutcomeRunnerFailed, err.Error())
 	}
@@ -752,7 +765,7 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 	start := cmd.Start
 	if p.devNodes.ns {
 		start = func() (err error) {
-			reaped, err = sandbox.StartWithDeviceNodes(p.devNodes.dir, cmd)
+			reaped, err = sandbox.StartWithDeviceNodes(p.devNodes.dir, p.devNodes.tree, cmd)
 			return err
 		}
 	}

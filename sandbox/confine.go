@@ -68,6 +68,14 @@ type ConfineParams struct {
 	// change the host's nodes' mode or times. Defaults to "" (the host's
 	// nodes: right for a worker that is not root, which owns none).
 	DeviceNodes string
+	// DevTree, when not "", is a directory holding a whole /dev made for
+	// the job in the mount namespace bwrap starts in
+	// ([StartWithDeviceNodes] with tree): at the full grade it is bound
+	// as the job's /dev (--dev-bind DIR /dev, one mount) in place of
+	// --dev, which makes a tmpfs and binds six host nodes, each bind a
+	// read of the whole mount table. Only at the full grade, and never
+	// with DeviceNodes. Defaults to "" (--dev).
+	DevTree string
 	// ProtectFDs, when RootFDs is not nil, are the descriptor numbers of
 	// the policy's pinned protected paths ([Pinned.Protected]), in that
 	// order; each is bound with --bind-fd / --ro-bind-fd like a root.
@@ -98,7 +106,8 @@ type ConfineParams struct {
 //   - the policy's network is false but Discovery.NetworkIsolation is
 //     false (wraps [ErrNoNetworkIsolation]);
 //   - RootFDs is not nil and does not have one descriptor (>= 3) per
-//     root, or ProtectFDs one per pinned protected path.
+//     root, or ProtectFDs one per pinned protected path;
+//   - DevTree is set at the partial grade or with DeviceNodes.
 func Build(cp ConfineParams) ([]string, error) {
 	argv, p, d := cp.Argv, cp.Policy, cp.Discovery
 	if len(argv) == 0 {
@@ -135,6 +144,10 @@ func Build(cp ConfineParams) ([]string, error) {
 		}
 	}
 
+	if cp.DevTree != "" && (d.Grade != GradeFull || cp.DeviceNodes != "") {
+		return nil, errors.New("sandbox: a prepared /dev (DevTree) is for the full grade only, and never with DeviceNodes")
+	}
+
 	n := 90 + 6*len(roots) + 5*len(p.hide) + 3*len(p.hideFiles) + 6*len(p.protect) + len(argv)
 	out := make([]string, 0, n)
 	out = append(out, d.Executable, "--unshare-user")
@@ -160,7 +173,11 @@ func Build(cp ConfineParams) ([]string, error) {
 	if d.Grade == GradeFull {
 		// The launcher is executed from its descriptor (LauncherProgram):
 		// no mount.
-		out = append(out, "--dev", "/dev")
+		if cp.DevTree != "" {
+			out = append(out, "--dev-bind", cp.DevTree, "/dev")
+		} else {
+			out = append(out, "--dev", "/dev")
+		}
 		if cp.DeviceNodes != "" {
 			for _, n := range substituteNodes {
 				out = append(out, "--dev-bind", filepath.Join(cp.DeviceNodes, n), "/dev/"+n)

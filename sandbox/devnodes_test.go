@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -115,7 +117,7 @@ func TestStartWithDeviceNodes(t *testing.T) {
 		cmd := exec.Command(name, args...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		reaped, err := StartWithDeviceNodes(dir, cmd)
+		reaped, err := StartWithDeviceNodes(dir, false, cmd)
 		require.NoError(t, err)
 		defer reaped()
 		_ = cmd.Wait() // the output says what happened
@@ -155,7 +157,7 @@ func TestStartWithDeviceNodes(t *testing.T) {
 	// A substitute whose mode changed is refused; PrepareDeviceNodes
 	// repairs it.
 	require.NoError(t, os.Chmod(filepath.Join(dir, "null"), 0o600))
-	_, err := StartWithDeviceNodes(dir, exec.Command("true"))
+	_, err := StartWithDeviceNodes(dir, false, exec.Command("true"))
 	require.ErrorContains(t, err, "/dev/null is not a substitute")
 	require.NoError(t, PrepareDeviceNodes(dir))
 	require.Equal(t, owners, run("stat", append([]string{"-c", "%u"}, paths...)...))
@@ -182,4 +184,75 @@ func TestPrepareDeviceNodesConcurrent(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, len(substituteNodes), "no temporary file left")
+}
+
+// TestStartWithDevTree: bwrap started over a /dev made for the job and
+// bound whole (ConfineParams.DevTree) gives the job what --dev gives:
+// the six nodes with the host's device numbers and mode 0666, the
+// stdin/stdout/stderr/fd/core/ptmx links, /dev/shm, and pseudo-terminals
+// of a devpts of its own; the argv binds no node. A job that changes a
+// node changes its own copy only: neither the host's node, nor the
+// substitutes' directory, nor the next job sees it.
+func TestStartWithDevTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		unavailable(t, "a mount namespace needs root")
+	}
+	rep := requireBwrap(t)
+	d := rep.Discovery()
+	if d.Grade != GradeFull {
+		unavailable(t, "the /dev tree is for the full grade; this host's is %q", d.Grade)
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, PrepareDeviceNodes(dir))
+	require.NoError(t, CheckDeviceNamespace(dir))
+	pol, err := NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: t.TempDir(), Network: true})
+	require.NoError(t, err)
+	run := func(script string) string {
+		t.Helper()
+		argv, err := Build(ConfineParams{Argv: []string{"/bin/sh", "-c", script}, Policy: pol, Discovery: Discovery{Grade: d.Grade, Executable: d.Executable, NetworkIsolation: d.NetworkIsolation, KernelPaths: d.KernelPaths}, DevTree: dir})
+		require.NoError(t, err)
+		require.Equal(t, -1, indexPair(argv, "--dev", "/dev"), "no --dev: %q", argv)
+		require.NotEqual(t, -1, indexPair(argv, "--dev-bind", dir), "%q", argv)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		defer null.Close()
+		cmd.ExtraFiles = []*os.File{null} // the status descriptor, 3
+		cmd.WaitDelay = 10 * time.Second
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		reaped, err := StartWithDeviceNodes(dir, true, cmd)
+		require.NoError(t, err)
+		defer reaped()
+		require.NoError(t, cmd.Wait(), out.String())
+		return out.String()
+	}
+
+	var want strings.Builder
+	for _, n := range substituteNodes {
+		var host unix.Stat_t
+		require.NoError(t, unix.Stat("/dev/"+n, &host))
+		fmt.Fprintf(&want, "%s c 666 65534 %x:%x\n", n, unix.Major(host.Rdev), unix.Minor(host.Rdev))
+	}
+	got := run(`cd /dev && for n in null zero full random urandom tty; do stat -c "$n %F %a %u %t:%T" $n; done | sed 's/character special file/c/'`)
+	require.Equal(t, want.String(), got)
+	require.Equal(t, "/proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 /proc/self/fd /proc/kcore pts/ptmx\n",
+		run(`cd /dev && echo $(readlink stdin stdout stderr fd core ptmx)`))
+	require.Equal(t, "directory\ndevpts\n", run(`stat -c %F /dev/shm; stat -f -c %T /dev/pts`))
+	// A pseudo-terminal of the job's own devpts.
+	require.Equal(t, "/dev/pts/0\n", run(`python3 -c 'import os; m, s = os.openpty(); print(os.ttyname(s))'`))
+	// Writes reach the devices.
+	require.Equal(t, "ok\n", run(`echo x > /dev/null && head -c 4 /dev/urandom | wc -c | grep -q 4 && echo ok`))
+
+	// The job cannot change a node; nor, should it manage to, would the
+	// host's node, the substitutes or the next job see it.
+	require.Equal(t, "", run(`chmod 600 /dev/null 2>/dev/null && echo chmod; touch -d 2001-01-01 /dev/full 2>/dev/null && echo touch; true`))
+	for _, p := range []string{"/dev/null", filepath.Join(dir, "null")} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o666), fi.Mode().Perm(), p)
+	}
+	fi, err := os.Stat("/dev/full")
+	require.NoError(t, err)
+	require.NotEqual(t, 2001, fi.ModTime().Year(), "the host's /dev/full")
 }

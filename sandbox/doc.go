@@ -55,6 +55,7 @@
 // Base mounts, full grade:
 //
 //	--ro-bind / / --dev /dev [--dev-bind <nodes>/N /dev/N]... --proc /proc <kernel paths>
+//	  (a root worker's jobs: --ro-bind / / --dev-bind <dev tree> /dev --proc /proc ...)
 //	--remount-ro /proc
 //
 // The fresh /proc is read-only once the kernel paths below it are
@@ -63,6 +64,11 @@
 // worker), put substitutes over the six nodes --dev binds from the host
 // (null, zero, full, random, urandom, tty): see devnodes.go. At the partial
 // grade the same directory is the source of the five --dev-bind below.
+// A root worker starts bwrap in a mount namespace made for the job, where
+// the substitutes are bound over the host's nodes already or, at the full
+// grade, a whole /dev is made for bwrap to bind as one mount (the <dev
+// tree>, [ConfineParams].DevTree): each bind in the argv re-reads the
+// mount table, so neither form binds nodes in the argv.
 //
 // Base mounts, partial grade (a host that cannot mount a fresh /dev or
 // /proc, such as an unprivileged container with masked /proc paths):
