@@ -258,7 +258,9 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// see an error. Its roots stay open for the run when no hook changes
 	// them.
 	fence := e.fence()
-	pol, err := fence.policy(hj)
+	// Only the roots, to lock; the protected paths are resolved under
+	// the locks.
+	pol, err := fence.rootsPolicy(hj)
 	var lock *rootLocks
 	defer func() { lock.release() }()
 	// The job's timeout covers its wait for its roots' locks.

@@ -519,13 +519,21 @@ func (f Fence) SandboxInfo(j hooks.Job) (hooks.SandboxInfo, error) {
 
 // policy builds the sandbox policy of a job as hooks see it, with the
 // fence's hidden directories ([Fence.Policy]).
-func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
+func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) { return f.policyOf(j, true) }
+
+// rootsPolicy is [Fence.policy] without the protected paths: the job's
+// mode and writable roots, checked, for taking the roots' locks before
+// the protected paths are resolved under them ([Executor.lockAndResolve]),
+// which would otherwise be resolved twice for every job.
+func (f Fence) rootsPolicy(j hooks.Job) (sandbox.Policy, error) { return f.policyOf(j, false) }
+
+// policyOf is [Fence.policy], with the protected paths only when protect.
+func (f Fence) policyOf(j hooks.Job, protect bool) (sandbox.Policy, error) {
 	mode, err := sandbox.ParseMode(j.Mode)
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
-	pp := sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable,
-		Protect: j.Protect}
+	pp := sandbox.PolicyParams{Mode: mode, Workspace: j.Workspace, Cwd: j.Cwd, Network: j.Network, UnixSockets: j.UnixSockets, Writable: j.Writable}
 	// The hooks' extra hidden paths: those that exist, as directories or
 	// files; one that does not exist has nothing to hide.
 	for _, h := range j.Hide {
@@ -539,6 +547,10 @@ func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
 			pp.HideFiles = append(pp.HideFiles, c)
 		}
 	}
+	if !protect {
+		return f.newPolicy(pp, false)
+	}
+	pp.Protect = j.Protect
 	return f.Policy(pp)
 }
 
@@ -547,7 +559,11 @@ func (f Fence) policy(j hooks.Job) (sandbox.Policy, error) {
 // confined mode). A hidden directory that
 // is itself one of the roots is left out, so that [Fence.Pin] refuses the
 // root with the fence's own reason. It reads the file system.
-func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
+func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) { return f.newPolicy(p, true) }
+
+// newPolicy is [Fence.Policy], adding the fence's protected paths only
+// when protect.
+func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, error) {
 	if p.Mode.Confined() {
 		var roots []string
 		for _, r := range append([]string{p.Workspace}, p.Writable...) {
@@ -562,7 +578,9 @@ func (f Fence) Policy(p sandbox.PolicyParams) (sandbox.Policy, error) {
 			}
 		}
 		p.HideFiles = append(slices.Clone(p.HideFiles), f.state().hiddenFiles...)
-		p.Protect = append(slices.Clone(p.Protect), f.protect...)
+		if protect {
+			p.Protect = append(slices.Clone(p.Protect), f.protect...)
+		}
 	}
 	return sandbox.NewPolicy(p)
 }
