@@ -425,7 +425,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// mount could pin is undone before anything else is reported.
 	tampered := ""
 	if confined {
-		tampered = policy.AfterCommand(job.ID)
+		tampered = policy.AfterCommand(job.ID, nil)
 	}
 	if run.err != nil {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())

@@ -467,6 +467,17 @@ func moveAside(dfd int, base, tag, jobID string) (string, error) {
 	return aside, nil
 }
 
+// readlinkAt returns the text of the symlink name in the directory open
+// as dfd, read into buf, or "" when it cannot be read or fills buf (a
+// text longer than the caller expects).
+func readlinkAt(dfd int, name string, buf []byte) string {
+	n, err := unix.Readlinkat(dfd, name, buf)
+	if err != nil || n >= len(buf) {
+		return ""
+	}
+	return string(buf[:n])
+}
+
 // existsAt reports whether name is an entry of the directory open as dfd
 // (not following a symlink).
 func existsAt(dfd int, name string) bool {
@@ -484,14 +495,25 @@ func existsAt(dfd int, name string) bool {
 // caller denies the attempt when it is not "". Everything is done in the
 // paths' directories opened without following a symlink: the caller may
 // be root, the tree is the command's.
-func (p Policy) AfterCommand(jobID string) string {
+//
+// w is the command's watch ([WatchProtected]), or nil: it is stopped
+// first, what it found leads the result, and the links it put back are
+// checked as it left them. The check after the command stays: the job
+// may have created a path again between the watch's move and its end.
+func (p Policy) AfterCommand(jobID string, w *ProtectWatch) string {
 	var found []string
-	for _, s := range []string{restoreLinks(p.links, jobID), moveCreated(p.protectPathsOf(protectAbsent), jobID)} {
+	links := p.protectedLinks()
+	if w != nil {
+		found = append(found, w.Stop())
+		links = w.currentLinks()
+	}
+	for _, s := range []string{restoreLinks(links, jobID), moveCreated(p.protectPathsOf(protectAbsent), jobID)} {
 		if s != "" {
 			found = append(found, s)
 		}
 	}
 	removePlaceholders(p.protectPathsOf(protectNewDir))
+	found = slices.DeleteFunc(found, func(s string) bool { return s == "" })
 	return strings.Join(found, "; ")
 }
 
@@ -504,7 +526,9 @@ func (p Policy) AfterCommand(jobID string) string {
 // its path is moved aside to PATH.paddock-replaced-JOBID (a number is
 // added when that exists). It returns what it found and did, as one
 // sentence per link for the attempt's reason, or "" when every link is
-// unchanged.
+// unchanged. Each link put back is updated in links to the one made (its
+// new inode), so that a later check of the same slice ([ProtectWatch])
+// finds it unchanged.
 //
 // The worker may be root and the tree is the job's: every step works in
 // the link's directory opened without following a symlink
@@ -513,12 +537,12 @@ func (p Policy) AfterCommand(jobID string) string {
 // restore refuse, not rename or create there.
 func restoreLinks(links []ProtectedLink, jobID string) string {
 	var out []string
-	for _, l := range links {
+	for i, l := range links {
 		if l.Unchanged() {
 			continue
 		}
 		msg := fmt.Sprintf("the job replaced the symlink %s (it leads to a protected path)", l.Path)
-		did, err := restoreLink(l, jobID)
+		did, err := restoreLink(&links[i], jobID)
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s; %v: check it before running git there", msg, err))
 			continue
@@ -529,8 +553,9 @@ func restoreLinks(links []ProtectedLink, jobID string) string {
 }
 
 // restoreLink puts l back in its directory, moving aside what is there,
-// and says what it did.
-func restoreLink(l ProtectedLink, jobID string) (string, error) {
+// and says what it did. l is updated to the link made, when what is at
+// its path just after is a symlink with its text.
+func restoreLink(l *ProtectedLink, jobID string) (string, error) {
 	dir, err := OpenNoSymlinks(filepath.Dir(l.Path))
 	if err != nil {
 		return "", fmt.Errorf("its directory is no longer the one it was (%w), so nothing was changed", err)
@@ -551,6 +576,12 @@ func restoreLink(l ProtectedLink, jobID string) (string, error) {
 			return "", fmt.Errorf("putting the link back failed: something was created there again")
 		}
 		return "", fmt.Errorf("putting the link back failed: %w", err)
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if buf := make([]byte, len(l.Target)+1); readlinkAt(dfd, base, buf) == l.Target {
+			l.dev, l.ino = st.Dev, st.Ino
+		}
 	}
 	return did + "; paddock put the link back (-> " + l.Target + ")", nil
 }

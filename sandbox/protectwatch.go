@@ -1,0 +1,315 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrProtectedAppeared is wrapped by [WatchProtected] when a protected
+// path that did not exist when the policy was built exists once it is
+// watched, or a protected symlink changed meanwhile: something else than
+// the job made it, so nothing is moved, and the job must not run under a
+// policy resolved for a tree that is gone.
+var ErrProtectedAppeared = errors.New("changed since the job's fence was resolved")
+
+// protectWatchMask is what each watched directory reports: an entry
+// made, renamed in or out, or removed (a link that is replaced is first
+// renamed or removed), and the directory itself moved or removed
+// (inotify(7)). IN_DONT_FOLLOW is not set: the watch is added through
+// the magic link /proc/self/fd/N, which must be followed to reach the
+// directory the descriptor holds (it was opened without following any
+// symlink); IN_ONLYDIR still refuses anything but a directory.
+const protectWatchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// watchedDir is one directory of a [ProtectWatch]: the missing
+// protected paths and the protected symlinks it holds, by name.
+type watchedDir struct {
+	path   string
+	absent []string // canonical paths of missing protected entries
+	links  []int    // indexes into ProtectWatch.links
+}
+
+// ProtectWatch moves aside, while a job runs, what the job creates at
+// the protected paths of its policy that did not exist, and puts back
+// the protected symlinks it replaces ([Policy.AfterCommand] does the same
+// once the job has ended), as soon as inotify(7) reports the change:
+// no mount can keep a name in a writable directory from being created,
+// so the created path exists from the instant it is made until it is
+// moved aside (well under a millisecond when the worker is not starved;
+// see docs/performance.md). Tripped is closed at the first such change,
+// and the caller stops the job then. Its methods are safe for concurrent
+// use; a nil *ProtectWatch (a policy with nothing to watch) watches
+// nothing.
+type ProtectWatch struct {
+	f      *os.File // the inotify instance, read in the Go netpoller
+	jobID  string
+	dirs   map[int32][]*watchedDir // by watch descriptor
+	absent []string                // every missing protected path
+
+	mu    sync.Mutex
+	links []ProtectedLink // as last put back; guarded by mu
+	found []string        // one sentence per change, for the attempt's reason
+
+	tripOnce sync.Once
+	tripped  chan struct{}
+	stopOnce sync.Once
+	stopping chan struct{}
+	done     chan struct{} // closed when the reading goroutine has returned
+}
+
+// WatchProtected starts watching the directories that hold p's missing
+// protected paths and protected symlinks ([ProtectedLink]): one inotify
+// instance (IN_CLOEXEC, IN_NONBLOCK), one watch per directory, added
+// through the directory opened without following any symlink
+// ([OpenNoSymlinks]), so a directory that was swapped for a symlink is
+// refused, never watched where the symlink leads. Once the watches are
+// in place, it checks that every missing path is still missing and every
+// link unchanged. Call it before the job's first process starts, and
+// [ProtectWatch.Stop] (through [Policy.AfterCommand]) once its last one
+// has ended. One goroutine reads the events, in the netpoller.
+//
+// It returns nil and no error when p has nothing to watch (no
+// goroutine, no inotify instance).
+//
+// # Errors
+//
+//   - a directory that is no longer one, or reached through a symlink
+//     (wraps [ErrRootChanged]);
+//   - a missing protected path that exists now, or a protected link that
+//     changed (wraps [ErrProtectedAppeared]);
+//   - inotify_init1(2) or inotify_add_watch(2) failing: the per-user
+//     limits fs.inotify.max_user_instances and max_user_watches
+//     (inotify(7)) are the usual cause.
+//
+// The caller must not run the job unwatched after an error.
+func WatchProtected(p Policy, jobID string) (*ProtectWatch, error) {
+	absent := p.protectPathsOf(protectAbsent)
+	if len(absent) == 0 && len(p.links) == 0 {
+		return nil, nil
+	}
+	byPath := map[string]*watchedDir{}
+	var order []*watchedDir
+	dir := func(path string) *watchedDir {
+		d := byPath[path]
+		if d == nil {
+			d = &watchedDir{path: path}
+			byPath[path] = d
+			order = append(order, d)
+		}
+		return d
+	}
+	for _, a := range absent {
+		d := dir(filepath.Dir(a))
+		d.absent = append(d.absent, a)
+	}
+	w := &ProtectWatch{jobID: jobID, absent: absent, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
+		tripped: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{})}
+	for i, l := range w.links {
+		d := dir(filepath.Dir(l.Path))
+		d.links = append(d.links, i)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
+	}
+	// Non-blocking: os.NewFile hands it to the netpoller, so the reader
+	// waits in no system call and Close ends its Read.
+	w.f = os.NewFile(uintptr(fd), "inotify")
+	for _, d := range order {
+		if err := w.add(d); err != nil {
+			w.f.Close()
+			return nil, err
+		}
+	}
+	if err := w.checkUnchanged(absent); err != nil {
+		w.f.Close()
+		return nil, err
+	}
+	go w.read()
+	return w, nil
+}
+
+// add watches d's directory, opened without following a symlink.
+func (w *ProtectWatch) add(d *watchedDir) error {
+	f, err := OpenNoSymlinks(d.path)
+	if err != nil {
+		return fmt.Errorf("sandbox: watch the protected paths in %s: %w", d.path, err)
+	}
+	defer f.Close()
+	wd, err := unix.InotifyAddWatch(int(w.f.Fd()), "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), protectWatchMask)
+	if err != nil {
+		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w", d.path, err)
+	}
+	// Two paths of one directory (a bind mount) share a watch.
+	w.dirs[int32(wd)] = append(w.dirs[int32(wd)], d)
+	return nil
+}
+
+// checkUnchanged returns an error wrapping [ErrProtectedAppeared] when
+// one of the missing paths exists or a link changed, now that the
+// directories are watched: a change before the watch would be seen by no
+// event.
+func (w *ProtectWatch) checkUnchanged(absent []string) error {
+	for _, a := range absent {
+		d, err := OpenNoSymlinks(filepath.Dir(a))
+		if err != nil {
+			return fmt.Errorf("sandbox: watch the protected paths: %w", err)
+		}
+		there := existsAt(int(d.Fd()), filepath.Base(a))
+		d.Close()
+		if there {
+			return fmt.Errorf("sandbox: the protected path %s exists now, though it did not when the fence was resolved: %w", a, ErrProtectedAppeared)
+		}
+	}
+	for _, l := range w.links {
+		if !l.Unchanged() {
+			return fmt.Errorf("sandbox: the protected symlink %s: %w", l.Path, ErrProtectedAppeared)
+		}
+	}
+	return nil
+}
+
+// Tripped is closed once the job has created a protected path, replaced a
+// protected link, or moved or removed a directory the watch relies on:
+// the caller stops the job then. Nil (never closed) for a nil watch.
+func (w *ProtectWatch) Tripped() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.tripped
+}
+
+// Stop ends the watch, waits for its goroutine to return and releases the
+// inotify instance. It returns what the watch found and did, one
+// sentence per change for the attempt's reason, or "" when it found
+// nothing. Idempotent; "" for a nil watch.
+func (w *ProtectWatch) Stop() string {
+	if w == nil {
+		return ""
+	}
+	w.stopOnce.Do(func() {
+		close(w.stopping)
+		w.f.Close() // ends a Read waiting in the netpoller
+		<-w.done
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.found, "; ")
+}
+
+// currentLinks returns the protected links as the watch last put them
+// back (all of the policy's, unchanged ones included).
+func (w *ProtectWatch) currentLinks() []ProtectedLink {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.links)
+}
+
+// read handles events until Stop; a read that fails otherwise trips the
+// watch (nothing can be watched any more) after settling every path.
+func (w *ProtectWatch) read() {
+	defer close(w.done)
+	// Room for many events with the longest names (inotify(7)).
+	buf := make([]byte, 16*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for {
+		n, err := w.f.Read(buf)
+		select {
+		case <-w.stopping:
+			return
+		default:
+		}
+		if err != nil {
+			w.settleAll(fmt.Sprintf("watching the protected paths failed (%v), so the job was stopped", err), true)
+			return
+		}
+		w.handle(buf[:n])
+	}
+}
+
+// handle acts on one read's events (inotify(7): struct inotify_event,
+// followed by a NUL-padded name of len bytes).
+func (w *ProtectWatch) handle(b []byte) {
+	for len(b) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
+		mask := binary.NativeEndian.Uint32(b[4:8])
+		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
+		end := unix.SizeofInotifyEvent + nameLen
+		if end > len(b) {
+			return
+		}
+		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:end]), "\x00")
+		b = b[end:]
+		switch {
+		case mask&unix.IN_Q_OVERFLOW != 0:
+			// Events were lost; what they told is on disk: every path is
+			// checked, and only a change stops the job.
+			w.settleAll("", false)
+		case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0:
+			dirs := w.dirs[wd]
+			if len(dirs) == 0 {
+				continue // already reported (IN_IGNORED follows IN_DELETE_SELF)
+			}
+			delete(w.dirs, wd)
+			for _, d := range dirs {
+				w.settleAll(fmt.Sprintf("the job moved or removed %s, which holds protected paths, so they could no longer be watched and the job was stopped", d.path), true)
+			}
+		default:
+			for _, d := range w.dirs[wd] {
+				w.settleName(d, name)
+			}
+		}
+	}
+}
+
+// settleName moves aside what is at the entry name of d when it is a
+// missing protected path, or puts back the link of that name.
+func (w *ProtectWatch) settleName(d *watchedDir, name string) {
+	for _, a := range d.absent {
+		if filepath.Base(a) == name {
+			w.record(moveCreated([]string{a}, w.jobID), false)
+		}
+	}
+	for _, i := range d.links {
+		if filepath.Base(w.links[i].Path) == name {
+			w.mu.Lock()
+			s := restoreLinks(w.links[i:i+1], w.jobID)
+			w.mu.Unlock()
+			w.record(s, false)
+		}
+	}
+}
+
+// settleAll checks every watched path as [Policy.AfterCommand] does and
+// records what it did; why, when not "", is recorded as well, and trips
+// the watch when trip is set.
+func (w *ProtectWatch) settleAll(why string, trip bool) {
+	w.mu.Lock()
+	s := restoreLinks(w.links, w.jobID)
+	w.mu.Unlock()
+	w.record(s, false)
+	w.record(moveCreated(w.absent, w.jobID), false)
+	w.record(why, trip)
+}
+
+// record keeps s for the reason and trips the watch when s is not "" (or
+// when trip is set).
+func (w *ProtectWatch) record(s string, trip bool) {
+	if s != "" {
+		w.mu.Lock()
+		w.found = append(w.found, s)
+		w.mu.Unlock()
+	}
+	if s != "" || trip {
+		w.tripOnce.Do(func() { close(w.tripped) })
+	}
+}

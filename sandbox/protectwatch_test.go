@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// watchSetup returns a canonical workspace holding a repository whose
+// .git is a symlink to meta/repo.git, and a policy protecting .bashrc,
+// .gitmodules (both missing), sub/.envrc (missing, in a directory below
+// the root) and .git/hooks/ through the link.
+func watchSetup(t *testing.T) (string, Policy) {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "meta", "repo.git", "hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+	require.NoError(t, os.Symlink("meta/repo.git", filepath.Join(ws, ".git")))
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws,
+		Protect: []string{".bashrc", ".gitmodules", "sub/.envrc", ".git/hooks/"}})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{filepath.Join(ws, ".bashrc"), filepath.Join(ws, ".gitmodules"), filepath.Join(ws, "sub", ".envrc")}, p.protectPathsOf(protectAbsent))
+	require.Len(t, p.protectedLinks(), 1)
+	return ws, p
+}
+
+// TestWatchProtected: with real inotify, a missing protected path made
+// while the watch runs (created in place, or made under another name and
+// renamed into place) is moved aside and the watch trips; a protected
+// symlink replaced by a directory is put back, once: the check after the
+// command finds the restored link unchanged. Other entries of the
+// watched directories are left alone.
+func TestWatchProtected(t *testing.T) {
+	t.Parallel()
+	t.Run("create", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := WatchProtected(p, "J1")
+		require.NoError(t, err)
+		require.NotNil(t, w)
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "other.txt"), []byte("x"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
+		<-w.Tripped()
+		msg := p.AfterCommand("J1", w)
+		require.Contains(t, msg, "the job created the protected path "+filepath.Join(ws, ".bashrc")+"; it is now "+filepath.Join(ws, ".bashrc.paddock-created-J1"))
+		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+		require.FileExists(t, filepath.Join(ws, ".bashrc.paddock-created-J1"))
+		require.FileExists(t, filepath.Join(ws, "other.txt"), "another entry is left alone")
+		require.NotContains(t, msg, "other.txt")
+	})
+	t.Run("rename into place", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := WatchProtected(p, "J2")
+		require.NoError(t, err)
+		tmp := filepath.Join(ws, "sub", "x.tmp")
+		require.NoError(t, os.WriteFile(tmp, []byte("evil\n"), 0o644))
+		require.NoError(t, os.Rename(tmp, filepath.Join(ws, "sub", ".envrc")))
+		<-w.Tripped()
+		msg := p.AfterCommand("J2", w)
+		require.Contains(t, msg, "created the protected path "+filepath.Join(ws, "sub", ".envrc"))
+		require.NoFileExists(t, filepath.Join(ws, "sub", ".envrc"))
+		data, err := os.ReadFile(filepath.Join(ws, "sub", ".envrc.paddock-created-J2"))
+		require.NoError(t, err)
+		require.Equal(t, "evil\n", string(data))
+	})
+	t.Run("link replaced", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := WatchProtected(p, "J3")
+		require.NoError(t, err)
+		dotgit := filepath.Join(ws, ".git")
+		require.NoError(t, os.Rename(dotgit, filepath.Join(ws, "old.git")))
+		// The watch may have put the link back already: then the job's
+		// mkdir fails, as it would in a job.
+		_ = os.MkdirAll(filepath.Join(dotgit, "hooks"), 0o755)
+		<-w.Tripped()
+		msg := p.AfterCommand("J3", w)
+		require.Contains(t, msg, "the job replaced the symlink "+dotgit)
+		target, err := os.Readlink(dotgit)
+		require.NoError(t, err, msg)
+		require.Equal(t, "meta/repo.git", target)
+		// The link put back is the watch's own: the check after the
+		// command does not put it back a second time.
+		require.NoFileExists(t, filepath.Join(ws, ".git.paddock-replaced-J3.2"), msg)
+		require.NotContains(t, msg, "paddock-replaced-J3.2")
+	})
+	t.Run("directory moved", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := WatchProtected(p, "J4")
+		require.NoError(t, err)
+		require.NoError(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.old")))
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+		<-w.Tripped()
+		msg := p.AfterCommand("J4", w)
+		require.Contains(t, msg, "the job moved or removed "+filepath.Join(ws, "sub"))
+	})
+}
+
+// TestWatchProtectedRefuses: a policy with nothing to watch gets no
+// watch; a missing path that exists by the time the watch is in place
+// (made by someone else than the job, which has not started) refuses the
+// watch and is left where it is; a directory swapped for a symlink
+// before the watch is refused, never watched where it leads.
+func TestWatchProtectedRefuses(t *testing.T) {
+	t.Parallel()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".bashrc"}})
+	require.NoError(t, err)
+	w, err := WatchProtected(p, "J")
+	require.NoError(t, err)
+	require.Nil(t, w, "an existing file is mounted: nothing to watch")
+	require.Nil(t, w.Tripped())
+	require.Equal(t, "", w.Stop())
+
+	ws, p = watchSetup(t)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte("mine"), 0o644))
+	_, err = WatchProtected(p, "J")
+	require.ErrorIs(t, err, ErrProtectedAppeared)
+	data, err := os.ReadFile(filepath.Join(ws, ".gitmodules"))
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(data), "left where it is")
+
+	ws, p = watchSetup(t)
+	elsewhere := t.TempDir()
+	require.NoError(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.old")))
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(ws, "sub")))
+	_, err = WatchProtected(p, "J")
+	require.ErrorIs(t, err, ErrRootChanged)
+}
