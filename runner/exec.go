@@ -410,10 +410,19 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 		}
 		defer in.Seccomp.Close()
 	}
+	// What the job creates at a missing protected path, or a protected
+	// link it replaces, is undone as soon as it is made, and the job
+	// stopped; never run unwatched.
+	var watch *sandbox.ProtectWatch
+	if confined {
+		if watch, err = sandbox.WatchProtected(policy, job.ID); err != nil {
+			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
+		}
+	}
 	run := e.spawn(ctx, spawnParams{
 		argv: argv, cwd: policy.Cwd(), env: env,
 		confined: confined, inherited: in, stdout: stdout, stderr: stderr, devNodes: devNodes, timeout: timeout,
-		cancel: p.Cancel, ended: markEnded, exiting: exiting,
+		cancel: p.Cancel, fenced: watch.Tripped(), ended: markEnded, exiting: exiting,
 	})
 	if err := stdout.Close(); err != nil && run.err == nil {
 		run.err = fmt.Errorf("stdout log: %w", err)
@@ -425,12 +434,15 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// mount could pin is undone before anything else is reported.
 	tampered := ""
 	if confined {
-		tampered = policy.AfterCommand(job.ID, nil)
+		tampered = policy.AfterCommand(job.ID, watch)
 	}
 	if run.err != nil {
 		return finish(queue.OutcomeRunnerFailed, run.err.Error())
 	}
-	if tampered != "" {
+	if tampered != "" || run.stopped == stopFence {
+		if run.stopped == stopFence {
+			tampered = strings.TrimPrefix(tampered+"; paddock stopped the job as soon as it did", "; ")
+		}
 		return finish(queue.OutcomeDenied, "the fence: "+tampered)
 	}
 
@@ -682,6 +694,10 @@ const (
 	stopTimeout
 	stopCancel
 	stopHard
+	// stopFence: the job changed a protected path that no mount could
+	// keep ([sandbox.ProtectWatch]); it is killed at once, without the
+	// kill grace, in which it could make the change again.
+	stopFence
 )
 
 type spawnParams struct {
@@ -702,8 +718,10 @@ type spawnParams struct {
 	devNodes deviceNodes
 	timeout  time.Duration
 	cancel   <-chan struct{}
-	ended    func() // called when the job's processes have ended (ExecParams.Ended)
-	exiting  func() // called when the confined command has exited (ExecParams.Exiting)
+	// fenced, when closed, stops the job at once (stopFence).
+	fenced  <-chan struct{}
+	ended   func() // called when the job's processes have ended (ExecParams.Ended)
+	exiting func() // called when the confined command has exited (ExecParams.Exiting)
 }
 
 type spawnResult struct {
@@ -851,10 +869,12 @@ func (e *Executor) spawn(ctx context.Context, p spawnParams) spawnResult {
 		res.stopped = stopCancel
 	case <-ctx.Done():
 		res.stopped = stopHard
+	case <-p.fenced:
+		res.stopped = stopFence
 	}
 	if res.stopped != stopNone {
 		grace := e.Config.KillGrace.Duration
-		if res.stopped == stopHard {
+		if res.stopped == stopHard || res.stopped == stopFence {
 			grace = 0
 		}
 		err = stopGroup(cmd.Process.Pid, grace, waitErr)
