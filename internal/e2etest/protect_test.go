@@ -18,10 +18,10 @@ import (
 // change what git runs from the repository at the workspace, printing a
 // marker for each that worked: write the hook, create a new one, remove
 // it, rename the hooks directory or the real git directory (%[2]s, as
-// git finds it) away and put its own in place, rewrite the config, and
-// (with %[3]s "check-dotgit") rename or rewrite the workspace's .git; then
-// it prints what it can read of the hook, so the test knows the sandbox
-// showed the repository at all.
+// git finds it) away and put its own in place, rewrite the config; it
+// prints what it can read of the hook, so the test knows the sandbox
+// showed the repository at all; and last (with %[3]s "check-dotgit") it
+// renames or rewrites the workspace's .git.
 const protectAttack = `
 cd %[1]q
 G=%[2]q
@@ -33,11 +33,11 @@ mkdir -p $G/hooks 2>/dev/null; echo pwned > $G/hooks/pre-commit 2>/dev/null
 real=$(cd $G && pwd -P)
 mv "$real" "$real-away" 2>/dev/null && echo RENAMED-gitdir
 echo '[core] hooksPath = /x' >> $G/config 2>/dev/null && echo WROTE-config
+echo "hook=[$(cat $G/hooks/pre-commit 2>&1)]"
 if [ %[3]q = check-dotgit ]; then
 	mv .git .git-away 2>/dev/null && echo RENAMED-dotgit
 	echo 'gitdir: /x' > .git 2>/dev/null && echo WROTE-dotgit
 fi
-echo "hook=[$(cat $G/hooks/pre-commit 2>&1)]"
 true
 `
 
@@ -101,21 +101,16 @@ func TestE2EProtectedGitHooks(t *testing.T) {
 				marks := []string{"WROTE-hook", "CREATED-hook", "REMOVED-hook", "RENAMED-hooks", "RENAMED-gitdir", "WROTE-config", "RENAMED-dotgit", "WROTE-dotgit", "pwned"}
 				if layout == "symlink" {
 					// A symlinked .git is an entry of the workspace that no
-					// mount can pin: the job can rename it and write its own
-					// .git, which the runner undoes once the job has ended,
-					// denying the attempt.
+					// mount can pin: the job can rename it, which the
+					// runner undoes as soon as it sees it, stopping the
+					// job and denying the attempt (whether the job got to
+					// write a .git of its own first is a race:
+					// TestE2EProtectedStoppedWhenCreated).
 					require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
-					require.Contains(t, out, "RENAMED-dotgit")
 					marks = marks[:6]
 					target, err := os.Readlink(filepath.Join(ws, ".git"))
 					require.NoError(t, err, "the .git link is back")
 					require.Equal(t, "meta/repo.git", target)
-					aside, err := filepath.Glob(filepath.Join(ws, ".git.paddock-replaced-*"))
-					require.NoError(t, err)
-					require.Len(t, aside, 1, "what the job left is set aside")
-					left, err := os.ReadFile(aside[0])
-					require.NoError(t, err)
-					require.Equal(t, "gitdir: /x\n", string(left))
 					denied := false
 					for _, l := range b.List() {
 						denied = denied || l.State == "denied" && strings.Contains(l.Reason, "replaced the symlink "+filepath.Join(ws, ".git"))
@@ -268,21 +263,82 @@ func TestE2EProtectedCreatedAtTheTop(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, len(after), len(before)-1)
 
-		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"(echo c > .git/commondir) 2>/dev/null && echo WROTE-commondir; echo evil > .bashrc && echo '[submodule]' > .gitmodules && echo planted\"\n", ws))
+		// A commondir would lead git to a config of the job's: the job
+		// is stopped as soon as it makes one, which does not outlive it.
+		plant := b.WriteJob("plant.toml", fmt.Sprintf("name = \"plant\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo c > .git/commondir; sleep 300; echo planted\"\n", ws))
 		out3, errOut, code := b.Run("run", plant)
 		require.NotEqual(t, 0, code, "%s\n%s", out3, errOut)
-		require.Contains(t, out3, "planted")
-		// A commondir would lead git to a config of the job's: it does not
-		// outlive the job.
+		require.NotContains(t, out3, "planted")
 		require.NoFileExists(t, filepath.Join(ws, ".git", "commondir"))
-		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
-		require.NoFileExists(t, filepath.Join(ws, ".gitmodules"))
 		j := b.Show("plant")
 		require.Equal(t, "denied", j.State, j.Reason)
-		require.Contains(t, j.Reason, "created the protected path "+filepath.Join(ws, ".bashrc"))
-		aside, err := os.ReadFile(filepath.Join(ws, ".bashrc.paddock-created-"+j.ID))
-		require.NoError(t, err)
-		require.Equal(t, "evil\n", string(aside))
+		require.Contains(t, j.Reason, "created the protected path "+filepath.Join(ws, ".git", "commondir"))
+		require.FileExists(t, filepath.Join(ws, ".git", "commondir.paddock-created-"+j.ID))
+	})
+}
+
+// TestE2EProtectedStoppedWhenCreated: a job that creates a missing
+// protected path in its workspace, in place (.bashrc) or under another
+// name renamed into place (.gitmodules), or that replaces a symlinked
+// .git, is stopped as soon as it does, and what it made is moved aside
+// (the link put back) while it runs: each job then sleeps for 300 s and
+// would write a marker, which never appears; the attempt ends denied,
+// saying what it did. Nothing bounds how soon but the test's timeout.
+func TestE2EProtectedStoppedWhenCreated(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.SetPolicy("protect = [\"@default\"]\n")
+		cases := []struct {
+			name, script string
+			setup        func(ws string)
+			check        func(ws string, j Job)
+		}{{
+			name:   "create",
+			script: "echo evil > .bashrc",
+			check: func(ws string, j Job) {
+				require.Contains(t, j.Reason, "the job created the protected path "+filepath.Join(ws, ".bashrc")+"; it is now "+filepath.Join(ws, ".bashrc.paddock-created-"+j.ID))
+				require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+				require.FileExists(t, filepath.Join(ws, ".bashrc.paddock-created-"+j.ID))
+			},
+		}, {
+			name:   "rename",
+			script: "echo '[submodule]' > m.tmp && mv m.tmp .gitmodules",
+			check: func(ws string, j Job) {
+				require.Contains(t, j.Reason, "the job created the protected path "+filepath.Join(ws, ".gitmodules"))
+				require.NoFileExists(t, filepath.Join(ws, ".gitmodules"))
+				data, err := os.ReadFile(filepath.Join(ws, ".gitmodules.paddock-created-"+j.ID))
+				require.NoError(t, err)
+				require.Equal(t, "[submodule]\n", string(data))
+			},
+		}, {
+			name: "link",
+			setup: func(ws string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(ws, "meta", "repo.git", "hooks"), 0o755))
+				require.NoError(t, os.Symlink("meta/repo.git", filepath.Join(ws, ".git")))
+			},
+			// The link may be back before mkdir runs: then mkdir fails.
+			script: "mv .git .git-away; mkdir .git",
+			check: func(ws string, j Job) {
+				require.Contains(t, j.Reason, "the job replaced the symlink "+filepath.Join(ws, ".git"))
+				target, err := os.Readlink(filepath.Join(ws, ".git"))
+				require.NoError(t, err, "the .git link is back")
+				require.Equal(t, "meta/repo.git", target)
+			},
+		}}
+		for _, c := range cases {
+			ws := t.TempDir()
+			if c.setup != nil {
+				c.setup(ws)
+			}
+			job := b.WriteJob(c.name+".toml", fmt.Sprintf("name = %q\nmode = \"workspace_write\"\nworkspace = %q\ntimeout = \"10m\"\ncommand = '''\n%s\nsleep 300\necho late > marker\n'''\n", c.name, ws, c.script))
+			out, errOut, code := b.Run("run", job)
+			require.NotEqual(t, 0, code, "%s: %s\n%s", c.name, out, errOut)
+			j := b.Show(c.name)
+			require.Equal(t, "denied", j.State, "%s: %s", c.name, j.Reason)
+			require.Contains(t, j.Reason, "paddock stopped the job as soon as it did", c.name)
+			require.NoFileExists(t, filepath.Join(ws, "marker"), c.name)
+			c.check(ws, j)
+		}
 	})
 }
 
