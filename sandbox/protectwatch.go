@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,7 +52,9 @@ type watchedDir struct {
 // use; a nil *ProtectWatch (a policy with nothing to watch) watches
 // nothing.
 type ProtectWatch struct {
-	f      *os.File // the inotify instance, read in the Go netpoller
+	in     *inotify
+	pool   *ProtectWatchers
+	wds    []int // every watch added, removed by Stop
 	jobID  string
 	dirs   map[int32][]*watchedDir // by watch descriptor
 	absent []string                // every missing protected path
@@ -67,7 +70,7 @@ type ProtectWatch struct {
 	done     chan struct{} // closed when the reading goroutine has returned
 }
 
-// WatchProtected starts watching the directories that hold p's missing
+// Watch starts watching the directories that hold p's missing
 // protected paths and protected symlinks ([ProtectedLink]): one inotify
 // instance (IN_CLOEXEC, IN_NONBLOCK), one watch per directory, added
 // through the directory opened without following any symlink
@@ -76,7 +79,9 @@ type ProtectWatch struct {
 // in place, it checks that every missing path is still missing and every
 // link unchanged. Call it before the job's first process starts, and
 // [ProtectWatch.Stop] (through [Policy.AfterCommand]) once its last one
-// has ended. One goroutine reads the events, in the netpoller.
+// has ended. One goroutine reads the events, in the netpoller. The
+// inotify instance is taken from ws and given back by Stop; a nil ws
+// makes one for the watch, which Stop closes.
 //
 // It returns nil and no error when p has nothing to watch (no
 // goroutine, no inotify instance).
@@ -92,7 +97,7 @@ type ProtectWatch struct {
 //     (inotify(7)) are the usual cause.
 //
 // The caller must not run the job unwatched after an error.
-func WatchProtected(p Policy, jobID string) (*ProtectWatch, error) {
+func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) {
 	absent := p.protectPathsOf(protectAbsent)
 	if len(absent) == 0 && len(p.links) == 0 {
 		return nil, nil
@@ -118,21 +123,19 @@ func WatchProtected(p Policy, jobID string) (*ProtectWatch, error) {
 		d := dir(filepath.Dir(l.Path))
 		d.links = append(d.links, i)
 	}
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	in, err := ws.get()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
+		return nil, err
 	}
-	// Non-blocking: os.NewFile hands it to the netpoller, so the reader
-	// waits in no system call and Close ends its Read.
-	w.f = os.NewFile(uintptr(fd), "inotify")
+	w.in, w.pool = in, ws
 	for _, d := range order {
 		if err := w.add(d); err != nil {
-			w.f.Close()
+			in.close()
 			return nil, err
 		}
 	}
 	if err := w.checkUnchanged(absent); err != nil {
-		w.f.Close()
+		in.close()
 		return nil, err
 	}
 	go w.read()
@@ -146,10 +149,11 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: %w", d.path, err)
 	}
 	defer f.Close()
-	wd, err := unix.InotifyAddWatch(int(w.f.Fd()), "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), protectWatchMask)
+	wd, err := unix.InotifyAddWatch(w.in.fd, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), protectWatchMask)
 	if err != nil {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w", d.path, err)
 	}
+	w.wds = append(w.wds, wd)
 	// Two paths of one directory (a bind mount) share a watch.
 	w.dirs[int32(wd)] = append(w.dirs[int32(wd)], d)
 	return nil
@@ -199,8 +203,17 @@ func (w *ProtectWatch) Stop() string {
 	}
 	w.stopOnce.Do(func() {
 		close(w.stopping)
-		w.f.Close() // ends a Read waiting in the netpoller
+		for _, wd := range w.wds {
+			_, _ = unix.InotifyRmWatch(w.in.fd, uint32(wd)) // EINVAL: removed already (IN_IGNORED)
+		}
+		// A deadline in the past ends a Read waiting in the netpoller.
+		if err := w.in.f.SetReadDeadline(time.Unix(1, 0)); err != nil {
+			w.in.f.Close()
+			<-w.done
+			return
+		}
 		<-w.done
+		w.pool.put(w.in)
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -222,7 +235,7 @@ func (w *ProtectWatch) read() {
 	// Room for many events with the longest names (inotify(7)).
 	buf := make([]byte, 16*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
-		n, err := w.f.Read(buf)
+		n, err := w.in.f.Read(buf)
 		select {
 		case <-w.stopping:
 			return
@@ -312,4 +325,109 @@ func (w *ProtectWatch) record(s string, trip bool) {
 	if s != "" || trip {
 		w.tripOnce.Do(func() { close(w.tripped) })
 	}
+}
+
+// ProtectWatchers hands out [ProtectWatch]es ([ProtectWatchers.Watch])
+// and keeps the inotify instances of those stopped for the next ones:
+// closing an instance waits for an SRCU grace period in the kernel
+// (fsnotify_destroy_group: ~8 ms on the machine of docs/performance.md),
+// and instances closed in the background would count against the user's
+// fs.inotify.max_user_instances (128 by default, inotify(7)) until it
+// passes. It keeps at most as many as there were watches at once. The
+// zero value is ready; safe for concurrent use.
+type ProtectWatchers struct {
+	mu   sync.Mutex
+	idle []*inotify
+}
+
+// Close closes the instances kept. Watches handed out stay usable; what
+// they give back later is kept again.
+func (ws *ProtectWatchers) Close() {
+	if ws == nil {
+		return
+	}
+	ws.mu.Lock()
+	idle := ws.idle
+	ws.idle = nil
+	ws.mu.Unlock()
+	for _, in := range idle {
+		in.close()
+	}
+}
+
+// get returns a kept instance, or a new one (IN_CLOEXEC, IN_NONBLOCK).
+func (ws *ProtectWatchers) get() (*inotify, error) {
+	if ws != nil {
+		ws.mu.Lock()
+		if n := len(ws.idle); n > 0 {
+			in := ws.idle[n-1]
+			ws.idle = ws.idle[:n-1]
+			ws.mu.Unlock()
+			return in, nil
+		}
+		ws.mu.Unlock()
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
+	}
+	// Non-blocking: os.NewFile hands it to the netpoller, so the reader
+	// waits in no system call. f.Fd() must never be called: it would
+	// make the descriptor blocking (and its deadlines void).
+	return &inotify{f: os.NewFile(uintptr(fd), "inotify"), fd: fd}, nil
+}
+
+// put keeps in, whose watches have all been removed and whose reader
+// has returned, for the next watch: the events still queued (the
+// removed watches' IN_IGNORED) are read and dropped first. An instance
+// that cannot be emptied is closed. A nil ws closes it.
+func (ws *ProtectWatchers) put(in *inotify) {
+	if ws == nil || in.drain() != nil {
+		in.close()
+		return
+	}
+	ws.mu.Lock()
+	ws.idle = append(ws.idle, in)
+	ws.mu.Unlock()
+}
+
+// inotify is one inotify instance: f for reads in the netpoller, fd for
+// inotify_add_watch(2) and inotify_rm_watch(2).
+type inotify struct {
+	f  *os.File
+	fd int
+}
+
+func (in *inotify) close() { in.f.Close() }
+
+// drain clears the read deadline and reads every queued event, without
+// waiting for more.
+func (in *inotify) drain() error {
+	if err := in.f.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	rc, err := in.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	var readErr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			_, err := unix.Read(int(fd), buf)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return true
+			case err != nil:
+				readErr = err
+				return true
+			}
+		}
+	})
+	if err == nil {
+		err = readErr
+	}
+	return err
 }

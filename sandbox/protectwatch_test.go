@@ -3,7 +3,9 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +40,7 @@ func TestWatchProtected(t *testing.T) {
 	t.Run("create", func(t *testing.T) {
 		t.Parallel()
 		ws, p := watchSetup(t)
-		w, err := WatchProtected(p, "J1")
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J1")
 		require.NoError(t, err)
 		require.NotNil(t, w)
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "other.txt"), []byte("x"), 0o644))
@@ -51,10 +53,36 @@ func TestWatchProtected(t *testing.T) {
 		require.FileExists(t, filepath.Join(ws, "other.txt"), "another entry is left alone")
 		require.NotContains(t, msg, "other.txt")
 	})
+	t.Run("reused instance", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		var pool ProtectWatchers
+		defer pool.Close()
+		w, err := pool.Watch(p, "J5")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
+		<-w.Tripped()
+		require.Contains(t, p.AfterCommand("J5", w), ".bashrc")
+		require.Len(t, pool.idle, 1, "the instance is kept")
+		in := pool.idle[0]
+
+		// The next job's watch gets the same instance, emptied: the
+		// first watch's events do not trip it, its own do.
+		w, err = pool.Watch(p, "J6")
+		require.NoError(t, err)
+		require.Same(t, in, w.in)
+		require.NoError(t, os.WriteFile(filepath.Join(ws, ".gitmodules"), nil, 0o644))
+		<-w.Tripped()
+		msg := p.AfterCommand("J6", w)
+		require.Contains(t, msg, "created the protected path "+filepath.Join(ws, ".gitmodules"))
+		require.NotContains(t, msg, ".bashrc")
+		require.FileExists(t, filepath.Join(ws, ".gitmodules.paddock-created-J6"))
+		require.Len(t, pool.idle, 1)
+	})
 	t.Run("rename into place", func(t *testing.T) {
 		t.Parallel()
 		ws, p := watchSetup(t)
-		w, err := WatchProtected(p, "J2")
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J2")
 		require.NoError(t, err)
 		tmp := filepath.Join(ws, "sub", "x.tmp")
 		require.NoError(t, os.WriteFile(tmp, []byte("evil\n"), 0o644))
@@ -70,7 +98,7 @@ func TestWatchProtected(t *testing.T) {
 	t.Run("link replaced", func(t *testing.T) {
 		t.Parallel()
 		ws, p := watchSetup(t)
-		w, err := WatchProtected(p, "J3")
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J3")
 		require.NoError(t, err)
 		dotgit := filepath.Join(ws, ".git")
 		require.NoError(t, os.Rename(dotgit, filepath.Join(ws, "old.git")))
@@ -91,7 +119,7 @@ func TestWatchProtected(t *testing.T) {
 	t.Run("directory moved", func(t *testing.T) {
 		t.Parallel()
 		ws, p := watchSetup(t)
-		w, err := WatchProtected(p, "J4")
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J4")
 		require.NoError(t, err)
 		require.NoError(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.old")))
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
@@ -113,7 +141,7 @@ func TestWatchProtectedRefuses(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
 	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".bashrc"}})
 	require.NoError(t, err)
-	w, err := WatchProtected(p, "J")
+	w, err := (*ProtectWatchers)(nil).Watch(p, "J")
 	require.NoError(t, err)
 	require.Nil(t, w, "an existing file is mounted: nothing to watch")
 	require.Nil(t, w.Tripped())
@@ -121,7 +149,7 @@ func TestWatchProtectedRefuses(t *testing.T) {
 
 	ws, p = watchSetup(t)
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte("mine"), 0o644))
-	_, err = WatchProtected(p, "J")
+	_, err = (*ProtectWatchers)(nil).Watch(p, "J")
 	require.ErrorIs(t, err, ErrProtectedAppeared)
 	data, err := os.ReadFile(filepath.Join(ws, ".gitmodules"))
 	require.NoError(t, err)
@@ -131,6 +159,81 @@ func TestWatchProtectedRefuses(t *testing.T) {
 	elsewhere := t.TempDir()
 	require.NoError(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.old")))
 	require.NoError(t, os.Symlink(elsewhere, filepath.Join(ws, "sub")))
-	_, err = WatchProtected(p, "J")
+	_, err = (*ProtectWatchers)(nil).Watch(p, "J")
 	require.ErrorIs(t, err, ErrRootChanged)
+}
+
+// benchProtect is the shell start-up files and git paths of the default
+// protect list, as BenchmarkNewPolicyProtect uses them: in an empty
+// workspace, the nine files are missing and watched.
+var benchProtect = []string{".git/hooks/", ".git/config", ".gitmodules", ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
+
+// BenchmarkWatchProtected: what the watch adds to a job whose workspace
+// lacks every file of benchProtect: WatchProtected (inotify instance,
+// one watch, the check that nothing appeared) and Stop, beside building
+// the policy itself ("policy", which the job pays anyway).
+func BenchmarkWatchProtected(b *testing.B) {
+	ws, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: benchProtect})
+	require.NoError(b, err)
+	require.Len(b, p.protectPathsOf(protectAbsent), 9)
+	b.Run("policy", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: benchProtect}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("watch", func(b *testing.B) {
+		var pool ProtectWatchers
+		defer pool.Close()
+		for b.Loop() {
+			w, err := pool.Watch(p, "J")
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.Stop()
+		}
+	})
+}
+
+// BenchmarkWatchProtectedReaction: how long a created protected file
+// exists under its name: from just before the creating open(2) until the
+// watch has moved it aside and tripped, with the watch's reader waiting
+// in the netpoller (as it is by the time a job's first process runs,
+// milliseconds after the watch started). Reported as the median
+// (median-ns) of every creation, besides ns/op (which includes setting
+// up and stopping a watch for each).
+func BenchmarkWatchProtectedReaction(b *testing.B) {
+	ws, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: benchProtect})
+	require.NoError(b, err)
+	rc := filepath.Join(ws, ".bashrc")
+	var took []time.Duration
+	var pool ProtectWatchers
+	defer pool.Close()
+	for b.Loop() {
+		w, err := pool.Watch(p, "J")
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the reader waits, as by the time a job runs
+		start := time.Now()
+		f, err := os.Create(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-w.Tripped()
+		took = append(took, time.Since(start))
+		f.Close()
+		w.Stop()
+		if err := os.Remove(rc + ".paddock-created-J"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "median-ns")
+	b.ReportMetric(float64(took[len(took)*9/10].Nanoseconds()), "p90-ns")
 }
