@@ -77,6 +77,11 @@ type Executor struct {
 	launcherMu sync.Mutex
 	launcher   *os.File
 
+	// watchers keeps the inotify instances of the protect watches of
+	// jobs that ended, for the next ones: at most as many as jobs were
+	// watched at once, for the Executor's life (close-on-exec).
+	watchers sandbox.ProtectWatchers
+
 	devNodesOnce sync.Once
 	devNodesDir  string
 	devNSOnce    sync.Once
@@ -415,7 +420,7 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	// stopped; never run unwatched.
 	var watch *sandbox.ProtectWatch
 	if confined {
-		if watch, err = sandbox.WatchProtected(policy, job.ID); err != nil {
+		if watch, err = e.watchers.Watch(policy, job.ID); err != nil {
 			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 		}
 	}
