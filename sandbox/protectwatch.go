@@ -134,7 +134,7 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 			return nil, err
 		}
 	}
-	if err := w.checkUnchanged(absent); err != nil {
+	if err := w.checkLinks(); err != nil {
 		in.close()
 		return nil, err
 	}
@@ -142,7 +142,10 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 	return w, nil
 }
 
-// add watches d's directory, opened without following a symlink.
+// add watches d's directory, opened without following a symlink, and
+// then checks, in the directory watched, that d's missing paths are
+// still missing: a path made before the watch would be told by no
+// event.
 func (w *ProtectWatch) add(d *watchedDir) error {
 	f, err := OpenNoSymlinks(d.path)
 	if err != nil {
@@ -156,25 +159,18 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 	w.wds = append(w.wds, wd)
 	// Two paths of one directory (a bind mount) share a watch.
 	w.dirs[int32(wd)] = append(w.dirs[int32(wd)], d)
-	return nil
-}
-
-// checkUnchanged returns an error wrapping [ErrProtectedAppeared] when
-// one of the missing paths exists or a link changed, now that the
-// directories are watched: a change before the watch would be seen by no
-// event.
-func (w *ProtectWatch) checkUnchanged(absent []string) error {
-	for _, a := range absent {
-		d, err := OpenNoSymlinks(filepath.Dir(a))
-		if err != nil {
-			return fmt.Errorf("sandbox: watch the protected paths: %w", err)
-		}
-		there := existsAt(int(d.Fd()), filepath.Base(a))
-		d.Close()
-		if there {
+	for _, a := range d.absent {
+		if existsAt(int(f.Fd()), filepath.Base(a)) {
 			return fmt.Errorf("sandbox: the protected path %s exists now, though it did not when the fence was resolved: %w", a, ErrProtectedAppeared)
 		}
 	}
+	return nil
+}
+
+// checkLinks returns an error wrapping [ErrProtectedAppeared] when a
+// link changed since the policy was built; call it once the links'
+// directories are watched.
+func (w *ProtectWatch) checkLinks() error {
 	for _, l := range w.links {
 		if !l.Unchanged() {
 			return fmt.Errorf("sandbox: the protected symlink %s: %w", l.Path, ErrProtectedAppeared)
