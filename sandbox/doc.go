@@ -120,7 +120,12 @@
 // renamed away), --ro-bind P P for each existing protected path, and for
 // a missing one --tmpfs P --remount-ro P (a directory) or --ro-bind
 // /dev/null P (a file). With RootFDs the existing ones are bound from
-// [ConfineParams].ProtectFDs (--bind-fd, --ro-bind-fd).
+// [ConfineParams].ProtectFDs (--bind-fd, --ro-bind-fd). A missing file
+// directly in a root, or below it where a placeholder would break
+// programs (.git/commondir), and a symlink on the way to a protected
+// path get no mount: [ProtectWatchers.Watch] watches their directories
+// while the command runs, undoing a change as soon as inotify(7) reports
+// it, and [Policy.AfterCommand] checks them again once it has ended.
 //
 // With the Landlock layer ([Discovery].LandlockABI > 0) the argv after
 // "--" is
