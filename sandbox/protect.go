@@ -37,9 +37,10 @@ const (
 	protectNewDir
 	// protectAbsent is a missing protected file (.bashrc, .gitmodules,
 	// .git/commondir in a project without them), or a missing directory
-	// directly in a writable root: nothing is mounted, and once the
-	// command has ended whatever it created there is moved aside and the
-	// attempt denied ([moveCreated]).
+	// directly in a writable root: nothing is mounted; its directory is
+	// watched while the command runs ([ProtectWatch]) and checked once it
+	// has ended ([Policy.AfterCommand]), and whatever the command created
+	// there is moved aside ([moveCreated]) and the attempt denied.
 	protectAbsent
 )
 
@@ -58,7 +59,8 @@ func (k protectKind) readOnly() bool { return k != protectKeep }
 // protected path (a ".git" that is a link to the real repository, say).
 // No mount can pin a symlink (a mount point is never one), so the job can
 // rename it and put a directory of its own in its place; the runner
-// checks it after the job ([ProtectedLink.Unchanged]) and puts it back.
+// watches its directory while the job runs ([ProtectWatch]) and checks
+// it after the job ([ProtectedLink.Unchanged]), and puts it back.
 type ProtectedLink struct {
 	// Path is the link's absolute path (its directory canonical).
 	Path string
@@ -239,7 +241,7 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 			// fails on an unreadable .git/commondir, `git add -A` on an
 			// unreadable .bashrc), and one per missing entry would
 			// clutter a project's top directory: the path is watched,
-			// and what the job created there is moved aside after it
+			// and what the job creates there is moved aside
 			// (protectAbsent).
 			add(t, protectAbsent)
 			return nil
