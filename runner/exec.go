@@ -943,9 +943,12 @@ func stopGroup(pid int, grace time.Duration, waitErr <-chan error) error {
 }
 
 // killTree sends sig to every live descendant of pid (found through
-// /proc/*/stat), deepest first, and to pid itself. The job runs in its own
-// process group, but bwrap's --new-session and the job's own setsid calls
-// move processes out of it; the parent links still tie them to pid.
+// /proc/*/stat) and to pid itself: deepest first, except for SIGKILL,
+// which goes to each parent before its children, so that no process of
+// the job ever sees a child die and runs on (a shell's next command
+// after its sleep was killed). The job runs in its own process group,
+// but bwrap's --new-session and the job's own setsid calls move
+// processes out of it; the parent links still tie them to pid.
 func killTree(pid int, sig syscall.Signal) {
 	children := map[int][]int{}
 	ents, err := os.ReadDir("/proc")
@@ -980,10 +983,15 @@ func killTree(pid int, sig syscall.Signal) {
 			return
 		}
 		seen[p] = true
+		if sig == syscall.SIGKILL {
+			_ = syscall.Kill(p, sig)
+		}
 		for _, c := range children[p] {
 			walk(c)
 		}
-		_ = syscall.Kill(p, sig)
+		if sig != syscall.SIGKILL {
+			_ = syscall.Kill(p, sig)
+		}
 	}
 	walk(pid)
 }
