@@ -264,6 +264,11 @@ func (w *ProtectWatch) handle(b []byte) {
 			// checked, and only a change stops the job.
 			w.settleAll("", false)
 		case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0:
+			select {
+			case <-w.stopping:
+				return // Stop's own inotify_rm_watch (IN_IGNORED)
+			default:
+			}
 			dirs := w.dirs[wd]
 			if len(dirs) == 0 {
 				continue // already reported (IN_IGNORED follows IN_DELETE_SELF)
