@@ -260,9 +260,10 @@ func (w *ProtectWatch) handle(b []byte) {
 		b = b[end:]
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
-			// Events were lost; what they told is on disk: every path is
-			// checked, and only a change stops the job.
-			w.settleAll("", false)
+			// Events were lost, a watched directory's move among them
+			// perhaps, after which its path is watched no more: every
+			// path is checked, and the job stopped.
+			w.settleAll("the job changed the directories holding protected paths faster than they could be watched (inotify's queue overflowed), so the job was stopped", true)
 		case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0:
 			select {
 			case <-w.stopping:
