@@ -425,19 +425,28 @@ func moveCreated(paths []string, jobID string) string {
 		if err != nil {
 			continue // the directory itself went: nothing is at p
 		}
-		dfd, base := int(dir.Fd()), filepath.Base(p)
-		if existsAt(dfd, base) {
-			msg := fmt.Sprintf("the job created the protected path %s", p)
-			if aside, err := moveAside(dfd, base, "paddock-created", jobID); err != nil {
-				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
-			} else {
-				msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
-			}
+		if msg := moveCreatedIn(int(dir.Fd()), p, jobID); msg != "" {
 			out = append(out, msg)
 		}
 		dir.Close()
 	}
 	return strings.Join(out, "; ")
+}
+
+// moveCreatedIn is [moveCreated] for the one path p, its directory open
+// as dfd (p names it in the sentence returned).
+func moveCreatedIn(dfd int, p, jobID string) string {
+	base := filepath.Base(p)
+	if !existsAt(dfd, base) {
+		return ""
+	}
+	msg := fmt.Sprintf("the job created the protected path %s", p)
+	if aside, err := moveAside(dfd, base, "paddock-created", jobID); err != nil {
+		msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
+	} else {
+		msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
+	}
+	return msg
 }
 
 // asideName returns a name, in the directory open as dfd, that nothing

@@ -38,6 +38,13 @@ type watchedDir struct {
 	path   string
 	absent []string // canonical paths of missing protected entries
 	links  []int    // indexes into ProtectWatch.links
+	// f is the directory watched, opened without following a symlink
+	// (O_PATH), kept for the watch's life: what the job creates there
+	// is moved aside through it, wherever the directory is moved.
+	f *os.File
+	// root marks a writable root: a mount point in the job's sandbox,
+	// which only something outside it can move.
+	root bool
 }
 
 // ProtectWatch moves aside, while a job runs, what the job creates at
@@ -57,6 +64,7 @@ type ProtectWatch struct {
 	wds    []int // every watch added, removed by Stop
 	jobID  string
 	dirs   map[int32][]*watchedDir // by watch descriptor
+	all    []*watchedDir           // every directory opened, closed by Stop
 	absent []string                // every missing protected path
 
 	mu    sync.Mutex
@@ -117,6 +125,7 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 		d := dir(filepath.Dir(a))
 		d.absent = append(d.absent, a)
 	}
+	roots := p.Roots()
 	w := &ProtectWatch{jobID: jobID, absent: absent, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
 		tripped: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{})}
 	for i, l := range w.links {
@@ -129,12 +138,15 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 	}
 	w.in, w.pool = in, ws
 	for _, d := range order {
+		d.root = slices.Contains(roots, d.path)
 		if err := w.add(d); err != nil {
+			w.closeDirs()
 			in.close()
 			return nil, err
 		}
 	}
 	if err := w.checkLinks(); err != nil {
+		w.closeDirs()
 		in.close()
 		return nil, err
 	}
@@ -151,7 +163,8 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: %w", d.path, err)
 	}
-	defer f.Close()
+	d.f = f
+	w.all = append(w.all, d)
 	wd, err := unix.InotifyAddWatch(w.in.fd, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), protectWatchMask)
 	if err != nil {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w", d.path, err)
@@ -206,14 +219,23 @@ func (w *ProtectWatch) Stop() string {
 		if err := w.in.f.SetReadDeadline(time.Unix(1, 0)); err != nil {
 			w.in.f.Close()
 			<-w.done
+			w.closeDirs()
 			return
 		}
 		<-w.done
+		w.closeDirs()
 		w.pool.put(w.in)
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return strings.Join(w.found, "; ")
+}
+
+// closeDirs closes the watched directories' descriptors.
+func (w *ProtectWatch) closeDirs() {
+	for _, d := range w.all {
+		d.f.Close()
+	}
 }
 
 // currentLinks returns the protected links as the watch last put them
@@ -274,9 +296,15 @@ func (w *ProtectWatch) handle(b []byte) {
 			if len(dirs) == 0 {
 				continue // already reported (IN_IGNORED follows IN_DELETE_SELF)
 			}
+			if mask == unix.IN_MOVE_SELF && !slices.ContainsFunc(dirs, func(d *watchedDir) bool { return !d.root }) {
+				// A writable root moved from outside the sandbox: the
+				// job's mount and this watch follow the directory, and
+				// what the job makes there is moved aside through d.f.
+				continue
+			}
 			delete(w.dirs, wd)
 			for _, d := range dirs {
-				w.settleAll(fmt.Sprintf("the job moved or removed %s, which holds protected paths, so they could no longer be watched and the job was stopped", d.path), true)
+				w.settleAll(fmt.Sprintf("%s, which holds protected paths, was moved or removed while the job ran, so they could no longer be watched and the job was stopped", d.path), true)
 			}
 		default:
 			for _, d := range w.dirs[wd] {
@@ -291,7 +319,7 @@ func (w *ProtectWatch) handle(b []byte) {
 func (w *ProtectWatch) settleName(d *watchedDir, name string) {
 	for _, a := range d.absent {
 		if filepath.Base(a) == name {
-			w.record(moveCreated([]string{a}, w.jobID), false)
+			w.record(moveCreatedIn(int(d.f.Fd()), a, w.jobID), false)
 		}
 	}
 	for _, i := range d.links {

@@ -125,7 +125,28 @@ func TestWatchProtected(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
 		<-w.Tripped()
 		msg := p.AfterCommand("J4", w)
-		require.Contains(t, msg, "the job moved or removed "+filepath.Join(ws, "sub"))
+		require.Contains(t, msg, filepath.Join(ws, "sub")+", which holds protected paths, was moved or removed while the job ran")
+	})
+	t.Run("root moved from outside", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J7")
+		require.NoError(t, err)
+		// The job's mount follows its root wherever the host moves it;
+		// so does the watch, which moves aside what the job creates
+		// there through the directory it opened.
+		moved := ws + ".moved"
+		require.NoError(t, os.Rename(ws, moved))
+		t.Cleanup(func() { os.RemoveAll(moved) })
+		require.NoError(t, os.WriteFile(filepath.Join(moved, ".zshrc"), nil, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(moved, ".bashrc"), nil, 0o644))
+		<-w.Tripped()
+		msg := p.AfterCommand("J7", w)
+		require.NotContains(t, msg, "was moved or removed", "the root's move stops nothing")
+		require.Contains(t, msg, "the job created the protected path "+filepath.Join(ws, ".bashrc"))
+		require.NoFileExists(t, filepath.Join(moved, ".bashrc"))
+		require.FileExists(t, filepath.Join(moved, ".bashrc.paddock-created-J7"))
+		require.FileExists(t, filepath.Join(moved, ".zshrc"), "not protected in this policy")
 	})
 }
 
