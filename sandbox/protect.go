@@ -552,47 +552,64 @@ func restoreLinks(links []ProtectedLink, jobID string) string {
 		if l.Unchanged() {
 			continue
 		}
-		msg := fmt.Sprintf("the job replaced the symlink %s (it leads to a protected path)", l.Path)
-		did, err := restoreLink(&links[i], jobID)
+		dir, err := OpenNoSymlinks(filepath.Dir(l.Path))
 		if err != nil {
-			out = append(out, fmt.Sprintf("%s; %v: check it before running git there", msg, err))
+			out = append(out, fmt.Sprintf("%s; its directory is no longer the one it was (%v), so nothing was changed: check it before running git there", replacedMsg(l), err))
 			continue
 		}
-		out = append(out, msg+did)
+		if s := restoreLinkIn(int(dir.Fd()), &links[i], jobID); s != "" {
+			out = append(out, s)
+		}
+		dir.Close()
 	}
 	return strings.Join(out, "; ")
 }
 
-// restoreLink puts l back in its directory, moving aside what is there,
-// and says what it did. l is updated to the link made, when what is at
-// its path just after is a symlink with its text.
-func restoreLink(l *ProtectedLink, jobID string) (string, error) {
-	dir, err := OpenNoSymlinks(filepath.Dir(l.Path))
-	if err != nil {
-		return "", fmt.Errorf("its directory is no longer the one it was (%w), so nothing was changed", err)
-	}
-	defer dir.Close()
-	dfd := int(dir.Fd())
+// replacedMsg is the start of the sentence about a replaced link l.
+func replacedMsg(l ProtectedLink) string {
+	return fmt.Sprintf("the job replaced the symlink %s (it leads to a protected path)", l.Path)
+}
+
+// linkUnchangedIn reports whether l's entry in the directory open as dfd
+// is still the same symlink (device and inode) with the same text.
+func linkUnchangedIn(dfd int, l ProtectedLink) bool {
 	base := filepath.Base(l.Path)
-	did := ""
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK || st.Dev != l.dev || st.Ino != l.ino {
+		return false
+	}
+	return readlinkAt(dfd, base, make([]byte, len(l.Target)+1)) == l.Target
+}
+
+// restoreLinkIn puts l back in its directory, open as dfd, unless it is
+// unchanged there ([linkUnchangedIn]: ""), moving aside what is there,
+// and returns the sentence saying what it found and did. l is updated
+// to the link made, when what is there just after is a symlink with its
+// text.
+func restoreLinkIn(dfd int, l *ProtectedLink, jobID string) string {
+	if linkUnchangedIn(dfd, *l) {
+		return ""
+	}
+	msg := replacedMsg(*l)
+	base := filepath.Base(l.Path)
 	if existsAt(dfd, base) {
 		aside, err := moveAside(dfd, base, "paddock-replaced", jobID)
 		if err != nil {
-			return "", fmt.Errorf("moving what is there aside failed: %w", err)
+			return fmt.Sprintf("%s; moving what is there aside failed: %v: check it before running git there", msg, err)
 		}
-		did = "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)
+		msg += "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)
 	}
 	if err := unix.Symlinkat(l.Target, dfd, base); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return "", fmt.Errorf("putting the link back failed: something was created there again")
+			return msg + "; putting the link back failed: something was created there again: check it before running git there"
 		}
-		return "", fmt.Errorf("putting the link back failed: %w", err)
+		return fmt.Sprintf("%s; putting the link back failed: %v: check it before running git there", msg, err)
 	}
 	var st unix.Stat_t
 	if unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		if buf := make([]byte, len(l.Target)+1); readlinkAt(dfd, base, buf) == l.Target {
+		if readlinkAt(dfd, base, make([]byte, len(l.Target)+1)) == l.Target {
 			l.dev, l.ino = st.Dev, st.Ino
 		}
 	}
-	return did + "; paddock put the link back (-> " + l.Target + ")", nil
+	return msg + "; paddock put the link back (-> " + l.Target + ")"
 }

@@ -325,7 +325,7 @@ func (w *ProtectWatch) settleName(d *watchedDir, name string) {
 	for _, i := range d.links {
 		if filepath.Base(w.links[i].Path) == name {
 			w.mu.Lock()
-			s := restoreLinks(w.links[i:i+1], w.jobID)
+			s := restoreLinkIn(int(d.f.Fd()), &w.links[i], w.jobID)
 			w.mu.Unlock()
 			w.record(s, false)
 		}

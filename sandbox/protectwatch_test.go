@@ -148,6 +148,22 @@ func TestWatchProtected(t *testing.T) {
 		require.FileExists(t, filepath.Join(moved, ".bashrc.paddock-created-J7"))
 		require.FileExists(t, filepath.Join(moved, ".zshrc"), "not protected in this policy")
 	})
+	t.Run("root moved, link replaced", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J8")
+		require.NoError(t, err)
+		moved := ws + ".moved"
+		require.NoError(t, os.Rename(ws, moved))
+		t.Cleanup(func() { os.RemoveAll(moved) })
+		require.NoError(t, os.Rename(filepath.Join(moved, ".git"), filepath.Join(moved, "old.git")))
+		<-w.Tripped()
+		msg := p.AfterCommand("J8", w)
+		require.Contains(t, msg, "the job replaced the symlink "+filepath.Join(ws, ".git"))
+		target, err := os.Readlink(filepath.Join(moved, ".git"))
+		require.NoError(t, err, "put back where the job's root is: %s", msg)
+		require.Equal(t, "meta/repo.git", target)
+	})
 }
 
 // TestWatchProtectedRefuses: a policy with nothing to watch gets no
