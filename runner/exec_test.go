@@ -146,3 +146,33 @@ func TestExecuteDenialBeforeLongStderr(t *testing.T) {
 	require.True(t, strings.HasPrefix(att.Reason, "write refused by the fence: "), att.Reason)
 	require.Contains(t, att.Reason, target+": Read-only file system")
 }
+
+// TestExecuteProtectWatchFailsClosed: a missing protected path (the
+// default list's .bashrc) that appears after the job's paths were
+// resolved and before its watch is in place, made here by the spawn
+// gate, fails the attempt closed: nothing of the job runs, and the file,
+// which is not the job's, is left where it is.
+func TestExecuteProtectWatchFailsClosed(t *testing.T) {
+	e, ws := bwrapExecutor(t)
+	f := FenceFor(e.StateDir, e.Config).WithProtect(DefaultProtect...)
+	e.Fence = &f
+	src := fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = [\"/bin/sh\", \"-c\", \"echo ran > marker\"]\n", ws)
+	specs, err := jobspec.Parse("job.toml", []byte(src), ws)
+	require.NoError(t, err)
+	rc := filepath.Join(ws, ".bashrc")
+	att := e.Execute(context.Background(), ExecParams{Job: queue.Job{ID: "late", Spec: specs[0]}, Attempt: 1,
+		SpawnGate: func(context.Context, <-chan struct{}) error { return os.WriteFile(rc, []byte("mine\n"), 0o644) },
+	})
+	require.Equal(t, queue.OutcomeRunnerFailed, att.Outcome, att.Reason)
+	require.Contains(t, att.Reason, "not run: sandbox: the protected path "+rc+" exists now")
+	require.NoFileExists(t, filepath.Join(ws, "marker"))
+	data, err := os.ReadFile(rc)
+	require.NoError(t, err)
+	require.Equal(t, "mine\n", string(data))
+
+	// Without it the same job runs: the check above can fail.
+	require.NoError(t, os.Remove(rc))
+	att = e.Execute(context.Background(), ExecParams{Job: queue.Job{ID: "plain", Spec: specs[0]}, Attempt: 1})
+	require.Equal(t, queue.OutcomeSucceeded, att.Outcome, att.Reason)
+	require.FileExists(t, filepath.Join(ws, "marker"))
+}
