@@ -507,7 +507,7 @@ func existsAt(dfd int, name string) bool {
 // paths' directories opened without following a symlink: the caller may
 // be root, the tree is the command's.
 //
-// w is the command's watch ([WatchProtected]), or nil: it is stopped
+// w is the command's watch ([ProtectWatchers.Watch]), or nil: it is stopped
 // first, what it found leads the result, and the links it put back are
 // checked as it left them. The check after the command stays: the job
 // may have created a path again between the watch's move and its end.

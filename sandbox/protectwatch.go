@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrProtectedAppeared is wrapped by [WatchProtected] when a protected
+// ErrProtectedAppeared is wrapped by [ProtectWatchers.Watch] when a protected
 // path that did not exist when the policy was built exists once it is
 // watched, or a protected symlink changed meanwhile: something else than
 // the job made it, so nothing is moved, and the job must not run under a

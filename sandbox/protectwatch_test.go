@@ -206,7 +206,7 @@ func TestWatchProtectedRefuses(t *testing.T) {
 var benchProtect = []string{".git/hooks/", ".git/config", ".gitmodules", ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc"}
 
 // BenchmarkWatchProtected: what the watch adds to a job whose workspace
-// lacks every file of benchProtect: WatchProtected (inotify instance,
+// lacks every file of benchProtect: ProtectWatchers.Watch (inotify instance,
 // one watch, the check that nothing appeared) and Stop, beside building
 // the policy itself ("policy", which the job pays anyway).
 func BenchmarkWatchProtected(b *testing.B) {
