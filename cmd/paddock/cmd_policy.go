@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,11 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 	data, err := filekind.ReadFile(abs, nil, runner.MaxConfigBytes, "a policy file")
 	if err != nil {
 		return usagef("policy: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		// The store keeps a policy's text and its digest: an empty one
+		// would say nothing a reader could check.
+		return usagef("policy %s: the file is empty: write at least one key (a queue with no policy set runs under the defaults `paddock policy show` lists)", abs)
 	}
 	pol, err := runner.ParsePolicy(abs, data)
 	if err != nil {

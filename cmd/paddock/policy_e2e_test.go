@@ -66,6 +66,7 @@ func TestE2EPolicySetRefusesBadFiles(t *testing.T) {
 		"unknown key": {"max_mod = \"read_only\"\n", `-key.toml:1: unknown key "max_mod"`},
 		"bad mode":    {"\nmax_mode = \"everything\"\n", "-mode.toml:2: max_mode:"},
 		"no sha256":   {"[[hook]]\nname = \"deny\"\npath = \"/nonexistent.wasm\"\n", "sha256: required in a policy"},
+		"empty":       {"\n \n", "-empty.toml: the file is empty: write at least one key"},
 	} {
 		p := filepath.Join(b.Dir, "bad-"+strings.ReplaceAll(name, " ", "-")+".toml")
 		require.NoError(t, os.WriteFile(p, []byte(tc.text), 0o600))
