@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -107,7 +108,18 @@ func argsError(cmd *cobra.Command, a []string) error {
 // usage errors, exit 2, like paddock's: `paddock run` must not exit 1,
 // which is also "the job exited 1", for a typo.
 func markUsageErrors(c *cobra.Command) {
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// A negative number among the arguments reads as flags
+		// ("unknown shorthand flag: '1' in -1"): say so, since no
+		// paddock argument takes one.
+		msg := err.Error()
+		if i := strings.LastIndex(msg, " in -"); strings.HasPrefix(msg, "unknown shorthand flag: ") && i > 0 {
+			if neg := msg[i+len(" in "):]; isNumber(neg) {
+				return usagef("%s: %s is not a flag, and no argument of it may be negative (see %s --help)", cmd.CommandPath(), neg, cmd.CommandPath())
+			}
+		}
+		return &usageError{err}
+	})
 	if c.Args != nil {
 		args := c.Args
 		c.Args = func(cmd *cobra.Command, a []string) error {
@@ -151,4 +163,10 @@ func suggestCommand(cmd *cobra.Command, name string) string {
 		}
 	}
 	return suggest.DidYouMean(name, names)
+}
+
+// isNumber reports whether s is a decimal number, sign included.
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }

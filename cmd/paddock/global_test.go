@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,6 +52,26 @@ func TestCobraErrorsAreUsageErrors(t *testing.T) {
 		require.Equal(t, exitUsage, run(t.Context(), args), "paddock %v", args)
 	}
 	require.Equal(t, exitOK, run(t.Context(), []string{"--help"}))
+}
+
+// TestNegativeNumberIsNotAFlag: a negative number given as an argument
+// (`groups set NAME -1`) is reported as that, not as an unknown flag -1;
+// a real unknown shorthand flag keeps cobra's words.
+func TestNegativeNumberIsNotAFlag(t *testing.T) {
+	t.Setenv("PADDOCK_STATE_DIR", t.TempDir())
+	for args, want := range map[string]string{
+		"groups set build -1": "paddock groups set: -1 is not a flag, and no argument of it may be negative",
+		"groups set build -z": "unknown shorthand flag: 'z' in -z",
+	} {
+		root := newRootCommand(&GlobalOptions{})
+		root.SetArgs(strings.Fields(args))
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		err := root.ExecuteContext(t.Context())
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, args)
+		require.ErrorContains(t, err, want, args)
+	}
 }
 
 // TestWorkerProcs: the worker leaves the CPUs its job slots fill to the
