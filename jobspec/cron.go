@@ -40,6 +40,10 @@ const maxCronLen = 256
 
 const cronStarBit = 1 << 63
 
+// cronDescriptors are the @ forms cronParser takes besides @every
+// (netresearch/go-cron's parser.go, parseDescriptor).
+var cronDescriptors = []string{"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
 // ParseCron parses a schedule expression. It never panics; every error
@@ -84,6 +88,9 @@ func ParseCron(expr string) (*Cron, error) {
 		}
 	}
 	sched, err := parseWithLibrary(e)
+	if err != nil && strings.HasPrefix(e, "@") {
+		return nil, fmt.Errorf("invalid schedule %q: not a descriptor: expected one of %s, or \"@every DURATION\"", e, strings.Join(cronDescriptors, ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("invalid schedule %q: %s", e, err)
 	}

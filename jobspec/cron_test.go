@@ -164,7 +164,8 @@ func TestScheduleCronRefused(t *testing.T) {
 		{"@every -5m", "at least 1s"},
 		{"@every 1.5s", "whole number of seconds"},
 		{"@every soon", "not a duration"},
-		{"@fortnightly", "invalid schedule"},
+		{"@fortnightly", "not a descriptor: expected one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, or \"@every DURATION\""},
+		{"@hourlly", "not a descriptor"},
 		{"@daily extra", "invalid schedule"},
 	} {
 		_, err := jobspec.ParseCron(tc.expr)
