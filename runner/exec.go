@@ -77,9 +77,8 @@ type Executor struct {
 	launcherMu sync.Mutex
 	launcher   *os.File
 
-	// watchers keeps the inotify instances of the protect watches of
-	// jobs that ended, for the next ones: at most as many as jobs were
-	// watched at once, for the Executor's life (close-on-exec).
+	// watchers holds the protect watches of the jobs running, on one
+	// inotify instance kept for the Executor's life (close-on-exec).
 	watchers sandbox.ProtectWatchers
 
 	devNodesOnce sync.Once

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,13 +58,22 @@ type watchedDir struct {
 // use; a nil *ProtectWatch (a policy with nothing to watch) watches
 // nothing.
 type ProtectWatch struct {
-	in     *inotify
 	pool   *ProtectWatchers
-	wds    []int // every watch added, removed by Stop
+	in     *inotify
+	own    bool    // pool was made for this watch alone: Stop closes it
+	wds    []int32 // every watch descriptor added, each once
 	jobID  string
 	dirs   map[int32][]*watchedDir // by watch descriptor
 	all    []*watchedDir           // every directory opened, closed by Stop
 	absent []string                // every missing protected path
+
+	// active keeps Stop from closing the directories while an event is
+	// handled through them (RLock, by the instance's reader; events of
+	// one instance are handled one at a time), and events from being
+	// handled before Watch has set the watch up or once Stop has begun
+	// (Lock).
+	active  sync.RWMutex
+	stopped bool // guarded by active
 
 	mu    sync.Mutex
 	links []ProtectedLink // as last put back; guarded by mu
@@ -74,25 +82,21 @@ type ProtectWatch struct {
 	tripOnce sync.Once
 	tripped  chan struct{}
 	stopOnce sync.Once
-	stopping chan struct{}
-	done     chan struct{} // closed when the reading goroutine has returned
 }
 
 // Watch starts watching the directories that hold p's missing
-// protected paths and protected symlinks ([ProtectedLink]): one inotify
-// instance (IN_CLOEXEC, IN_NONBLOCK), one watch per directory, added
-// through the directory opened without following any symlink
-// ([OpenNoSymlinks]), so a directory that was swapped for a symlink is
-// refused, never watched where the symlink leads. Once the watches are
-// in place, it checks that every missing path is still missing and every
-// link unchanged. Call it before the job's first process starts, and
-// [ProtectWatch.Stop] (through [Policy.AfterCommand]) once its last one
-// has ended. One goroutine reads the events, in the netpoller. The
-// inotify instance is taken from ws and given back by Stop; a nil ws
-// makes one for the watch, which Stop closes.
+// protected paths and protected symlinks ([ProtectedLink]): one watch
+// per directory on ws's inotify instance, added through the directory
+// opened without following any symlink ([OpenNoSymlinks]), so a
+// directory that was swapped for a symlink is refused, never watched
+// where the symlink leads. Once the watches are in place, it checks that
+// every missing path is still missing and every link unchanged. Call it
+// before the job's first process starts, and [ProtectWatch.Stop]
+// (through [Policy.AfterCommand]) once its last one has ended. A nil ws
+// makes an instance for this watch alone, which Stop closes.
 //
-// It returns nil and no error when p has nothing to watch (no
-// goroutine, no inotify instance).
+// It returns nil and no error when p has nothing to watch (no watch, no
+// inotify instance).
 //
 // # Errors
 //
@@ -127,30 +131,34 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 	}
 	roots := p.Roots()
 	w := &ProtectWatch{jobID: jobID, absent: absent, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
-		tripped: make(chan struct{}), stopping: make(chan struct{}), done: make(chan struct{})}
+		tripped: make(chan struct{})}
 	for i, l := range w.links {
 		d := dir(filepath.Dir(l.Path))
 		d.links = append(d.links, i)
 	}
-	in, err := ws.get()
-	if err != nil {
-		return nil, err
+	if ws == nil {
+		ws, w.own = &ProtectWatchers{}, true
 	}
-	w.in, w.pool = in, ws
-	for _, d := range order {
-		d.root = slices.Contains(roots, d.path)
-		if err := w.add(d); err != nil {
-			w.closeDirs()
-			in.close()
-			return nil, err
+	w.pool = ws
+	// No event is handled until the watch is set up.
+	w.active.Lock()
+	err := ws.register(w, func() error {
+		for _, d := range order {
+			d.root = slices.Contains(roots, d.path)
+			if err := w.add(d); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err == nil {
+		err = w.checkLinks()
 	}
-	if err := w.checkLinks(); err != nil {
-		w.closeDirs()
-		in.close()
+	w.active.Unlock()
+	if err != nil {
+		w.Stop()
 		return nil, err
 	}
-	go w.read()
 	return w, nil
 }
 
@@ -169,8 +177,13 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w", d.path, err)
 	}
-	w.wds = append(w.wds, wd)
-	// Two paths of one directory (a bind mount) share a watch.
+	// Two paths of one directory (a bind mount) share a watch, and so
+	// do two watches of one directory.
+	if _, ok := w.dirs[int32(wd)]; !ok {
+		w.wds = append(w.wds, int32(wd))
+		k := wdKey{w.in, int32(wd)}
+		w.pool.watches[k] = append(w.pool.watches[k], w)
+	}
 	w.dirs[int32(wd)] = append(w.dirs[int32(wd)], d)
 	for _, a := range d.absent {
 		if existsAt(int(f.Fd()), filepath.Base(a)) {
@@ -202,29 +215,24 @@ func (w *ProtectWatch) Tripped() <-chan struct{} {
 	return w.tripped
 }
 
-// Stop ends the watch, waits for its goroutine to return and releases the
-// inotify instance. It returns what the watch found and did, one
-// sentence per change for the attempt's reason, or "" when it found
-// nothing. Idempotent; "" for a nil watch.
+// Stop ends the watch: it waits for an event being handled, removes
+// the watch's inotify watches and closes its directories. It returns
+// what the watch found and did, one sentence per change for the
+// attempt's reason, or "" when it found nothing. Idempotent; "" for a
+// nil watch.
 func (w *ProtectWatch) Stop() string {
 	if w == nil {
 		return ""
 	}
 	w.stopOnce.Do(func() {
-		close(w.stopping)
-		for _, wd := range w.wds {
-			_, _ = unix.InotifyRmWatch(w.in.fd, uint32(wd)) // EINVAL: removed already (IN_IGNORED)
-		}
-		// A deadline in the past ends a Read waiting in the netpoller.
-		if err := w.in.f.SetReadDeadline(time.Unix(1, 0)); err != nil {
-			w.in.f.Close()
-			<-w.done
-			w.closeDirs()
-			return
-		}
-		<-w.done
+		w.active.Lock()
+		w.stopped = true
+		w.active.Unlock()
+		w.pool.unregister(w)
 		w.closeDirs()
-		w.pool.put(w.in)
+		if w.own {
+			w.pool.Close()
+		}
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -246,71 +254,45 @@ func (w *ProtectWatch) currentLinks() []ProtectedLink {
 	return slices.Clone(w.links)
 }
 
-// read handles events until Stop; a read that fails otherwise trips the
-// watch (nothing can be watched any more) after settling every path.
-func (w *ProtectWatch) read() {
-	defer close(w.done)
-	// Room for many events with the longest names (inotify(7)).
-	buf := make([]byte, 16*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
-	for {
-		n, err := w.in.f.Read(buf)
-		select {
-		case <-w.stopping:
-			return
-		default:
+// event handles one event of the watch's instance for the watch
+// descriptor wd (inotify(7)).
+func (w *ProtectWatch) event(wd int32, mask uint32, name string) {
+	w.active.RLock()
+	defer w.active.RUnlock()
+	if w.stopped {
+		return // Stop's own inotify_rm_watch (IN_IGNORED), or later
+	}
+	switch {
+	case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0:
+		dirs := w.dirs[wd]
+		if len(dirs) == 0 {
+			return // already reported (IN_IGNORED follows IN_DELETE_SELF)
 		}
-		if err != nil {
-			w.settleAll(fmt.Sprintf("watching the protected paths failed (%v), so the job was stopped", err), true)
+		if mask == unix.IN_MOVE_SELF && !slices.ContainsFunc(dirs, func(d *watchedDir) bool { return !d.root }) {
+			// A writable root moved from outside the sandbox: the
+			// job's mount and this watch follow the directory, and
+			// what the job makes there is moved aside through d.f.
 			return
 		}
-		w.handle(buf[:n])
+		delete(w.dirs, wd)
+		for _, d := range dirs {
+			w.settleAll(fmt.Sprintf("%s, which holds protected paths, was moved or removed while the job ran, so they could no longer be watched and the job was stopped", d.path), true)
+		}
+	default:
+		for _, d := range w.dirs[wd] {
+			w.settleName(d, name)
+		}
 	}
 }
 
-// handle acts on one read's events (inotify(7): struct inotify_event,
-// followed by a NUL-padded name of len bytes).
-func (w *ProtectWatch) handle(b []byte) {
-	for len(b) >= unix.SizeofInotifyEvent {
-		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
-		mask := binary.NativeEndian.Uint32(b[4:8])
-		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
-		end := unix.SizeofInotifyEvent + nameLen
-		if end > len(b) {
-			return
-		}
-		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:end]), "\x00")
-		b = b[end:]
-		switch {
-		case mask&unix.IN_Q_OVERFLOW != 0:
-			// Events were lost, a watched directory's move among them
-			// perhaps, after which its path is watched no more: every
-			// path is checked, and the job stopped.
-			w.settleAll("the job changed the directories holding protected paths faster than they could be watched (inotify's queue overflowed), so the job was stopped", true)
-		case mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED|unix.IN_UNMOUNT) != 0:
-			select {
-			case <-w.stopping:
-				return // Stop's own inotify_rm_watch (IN_IGNORED)
-			default:
-			}
-			dirs := w.dirs[wd]
-			if len(dirs) == 0 {
-				continue // already reported (IN_IGNORED follows IN_DELETE_SELF)
-			}
-			if mask == unix.IN_MOVE_SELF && !slices.ContainsFunc(dirs, func(d *watchedDir) bool { return !d.root }) {
-				// A writable root moved from outside the sandbox: the
-				// job's mount and this watch follow the directory, and
-				// what the job makes there is moved aside through d.f.
-				continue
-			}
-			delete(w.dirs, wd)
-			for _, d := range dirs {
-				w.settleAll(fmt.Sprintf("%s, which holds protected paths, was moved or removed while the job ran, so they could no longer be watched and the job was stopped", d.path), true)
-			}
-		default:
-			for _, d := range w.dirs[wd] {
-				w.settleName(d, name)
-			}
-		}
+// lost checks every watched path and stops the job: events were lost
+// (why says how), so a directory's move among them may have gone
+// unseen.
+func (w *ProtectWatch) lost(why string) {
+	w.active.RLock()
+	defer w.active.RUnlock()
+	if !w.stopped {
+		w.settleAll(why, true)
 	}
 }
 
@@ -358,67 +340,157 @@ func (w *ProtectWatch) record(s string, trip bool) {
 }
 
 // ProtectWatchers hands out [ProtectWatch]es ([ProtectWatchers.Watch])
-// and keeps the inotify instances of those stopped for the next ones:
-// closing an instance waits for an SRCU grace period in the kernel
-// (fsnotify_destroy_group: ~8 ms on the machine of docs/performance.md),
-// and instances closed in the background would count against the user's
-// fs.inotify.max_user_instances (128 by default, inotify(7)) until it
-// passes. It keeps at most as many as there were watches at once. The
+// on one inotify instance, made at the first watch and kept: instances
+// are few (fs.inotify.max_user_instances, 128 per user by default,
+// inotify(7), shared by every process of the user) and closing one waits
+// for an SRCU grace period in the kernel (fsnotify_destroy_group: ~8 ms
+// on the machine of docs/performance.md), while watches are many
+// (max_user_watches). One goroutine reads the instance's events, in the
+// netpoller, and hands each to the watches of its watch descriptor. The
 // zero value is ready; safe for concurrent use.
 type ProtectWatchers struct {
-	mu   sync.Mutex
-	idle []*inotify
+	mu      sync.Mutex
+	in      *inotify                  // nil until the first watch, after Close, or after a read error
+	watches map[wdKey][]*ProtectWatch // every watch running, by instance and watch descriptor
 }
 
-// Close closes the instances kept. Watches handed out stay usable; what
-// they give back later is kept again.
+// wdKey is one inotify watch: its instance and watch descriptor.
+type wdKey struct {
+	in *inotify
+	wd int32
+}
+
+// register calls add, which adds w's inotify watches, with the
+// instance made if there is none and w.in set, holding the lock the
+// reader takes to find an event's watches: no event of w's watch
+// descriptors can be looked up before they are registered.
+func (ws *ProtectWatchers) register(w *ProtectWatch, add func() error) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.in == nil {
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+		if err != nil {
+			return fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
+		}
+		// Non-blocking: os.NewFile hands it to the netpoller, so the
+		// reader waits in no system call. f.Fd() must never be called:
+		// it would make the descriptor blocking.
+		ws.in = &inotify{f: os.NewFile(uintptr(fd), "inotify"), fd: fd}
+		if ws.watches == nil {
+			ws.watches = map[wdKey][]*ProtectWatch{}
+		}
+		go ws.read(ws.in)
+	}
+	w.in = ws.in
+	return add()
+}
+
+// unregister removes w from the watches of its watch descriptors, and
+// each inotify watch no other watch uses from its instance while that is
+// open.
+func (ws *ProtectWatchers) unregister(w *ProtectWatch) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, wd := range w.wds {
+		k := wdKey{w.in, wd}
+		rest := slices.DeleteFunc(ws.watches[k], func(o *ProtectWatch) bool { return o == w })
+		if len(rest) > 0 {
+			ws.watches[k] = rest
+			continue
+		}
+		delete(ws.watches, k)
+		if ws.in == w.in {
+			_, _ = unix.InotifyRmWatch(w.in.fd, uint32(wd)) // EINVAL: removed already (IN_IGNORED)
+		}
+	}
+}
+
+// read hands in's events to their watches until in fails or is
+// closed; then every watch still on it is told its events are lost
+// ([ProtectWatch.lost]: it stops its job), in is closed, and the next
+// watch makes a new instance.
+func (ws *ProtectWatchers) read(in *inotify) {
+	// Room for many events with the longest names (inotify(7)).
+	buf := make([]byte, 16*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for {
+		n, err := in.f.Read(buf)
+		if err != nil {
+			ws.mu.Lock()
+			if ws.in == in {
+				ws.in = nil
+			}
+			ws.mu.Unlock()
+			ws.lostAll(in, fmt.Sprintf("watching the protected paths failed (%v), so the job was stopped", err))
+			in.f.Close()
+			return
+		}
+		ws.handle(in, buf[:n])
+	}
+}
+
+// handle hands one read's events (inotify(7): struct inotify_event,
+// followed by a NUL-padded name of len bytes) to their watches.
+func (ws *ProtectWatchers) handle(in *inotify, b []byte) {
+	for len(b) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
+		mask := binary.NativeEndian.Uint32(b[4:8])
+		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
+		end := unix.SizeofInotifyEvent + nameLen
+		if end > len(b) {
+			return
+		}
+		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:end]), "\x00")
+		b = b[end:]
+		if mask&unix.IN_Q_OVERFLOW != 0 {
+			// Events were lost, a watched directory's move among them
+			// perhaps, after which its path is watched no more.
+			ws.lostAll(in, "the job changed the directories holding protected paths faster than they could be watched (inotify's queue overflowed), so the job was stopped")
+			continue
+		}
+		ws.mu.Lock()
+		targets := slices.Clone(ws.watches[wdKey{in, wd}])
+		ws.mu.Unlock()
+		for _, w := range targets {
+			w.event(wd, mask, name)
+		}
+	}
+}
+
+// lostAll tells every watch on in that events were lost ([ProtectWatch.lost]).
+func (ws *ProtectWatchers) lostAll(in *inotify, why string) {
+	ws.mu.Lock()
+	seen := map[*ProtectWatch]bool{}
+	var targets []*ProtectWatch
+	for k, list := range ws.watches {
+		for _, w := range list {
+			if k.in == in && !seen[w] {
+				seen[w] = true
+				targets = append(targets, w)
+			}
+		}
+	}
+	ws.mu.Unlock()
+	for _, w := range targets {
+		w.lost(why)
+	}
+}
+
+// Close closes the instance: a watch still running on it is told its
+// events are lost, which stops its job. The next watch makes a new
+// instance. Safe on a nil ws.
 func (ws *ProtectWatchers) Close() {
 	if ws == nil {
 		return
 	}
 	ws.mu.Lock()
-	idle := ws.idle
-	ws.idle = nil
+	in := ws.in
+	ws.in = nil
 	ws.mu.Unlock()
-	for _, in := range idle {
-		in.close()
+	if in != nil {
+		// The reader's Read fails (os.ErrClosed), and it tells the
+		// watches left.
+		in.f.Close()
 	}
-}
-
-// get returns a kept instance, or a new one (IN_CLOEXEC, IN_NONBLOCK).
-func (ws *ProtectWatchers) get() (*inotify, error) {
-	if ws != nil {
-		ws.mu.Lock()
-		if n := len(ws.idle); n > 0 {
-			in := ws.idle[n-1]
-			ws.idle = ws.idle[:n-1]
-			ws.mu.Unlock()
-			return in, nil
-		}
-		ws.mu.Unlock()
-	}
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
-	}
-	// Non-blocking: os.NewFile hands it to the netpoller, so the reader
-	// waits in no system call. f.Fd() must never be called: it would
-	// make the descriptor blocking (and its deadlines void).
-	return &inotify{f: os.NewFile(uintptr(fd), "inotify"), fd: fd}, nil
-}
-
-// put keeps in, whose watches have all been removed and whose reader
-// has returned, for the next watch: the events still queued (the
-// removed watches' IN_IGNORED) are read and dropped first. An instance
-// that cannot be emptied is closed. A nil ws closes it.
-func (ws *ProtectWatchers) put(in *inotify) {
-	if ws == nil || in.drain() != nil {
-		in.close()
-		return
-	}
-	ws.mu.Lock()
-	ws.idle = append(ws.idle, in)
-	ws.mu.Unlock()
 }
 
 // inotify is one inotify instance: f for reads in the netpoller, fd for
@@ -426,38 +498,4 @@ func (ws *ProtectWatchers) put(in *inotify) {
 type inotify struct {
 	f  *os.File
 	fd int
-}
-
-func (in *inotify) close() { in.f.Close() }
-
-// drain clears the read deadline and reads every queued event, without
-// waiting for more.
-func (in *inotify) drain() error {
-	if err := in.f.SetReadDeadline(time.Time{}); err != nil {
-		return err
-	}
-	rc, err := in.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 4096)
-	var readErr error
-	err = rc.Read(func(fd uintptr) bool {
-		for {
-			_, err := unix.Read(int(fd), buf)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return true
-			case err != nil:
-				readErr = err
-				return true
-			}
-		}
-	})
-	if err == nil {
-		err = readErr
-	}
-	return err
 }

@@ -53,31 +53,54 @@ func TestWatchProtected(t *testing.T) {
 		require.FileExists(t, filepath.Join(ws, "other.txt"), "another entry is left alone")
 		require.NotContains(t, msg, "other.txt")
 	})
-	t.Run("reused instance", func(t *testing.T) {
+	t.Run("one instance", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
+		ws1, p1 := watchSetup(t)
+		ws2, p2 := watchSetup(t)
 		var pool ProtectWatchers
 		defer pool.Close()
-		w, err := pool.Watch(p, "J5")
+		w1, err := pool.Watch(p1, "J5")
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
-		<-w.Tripped()
-		require.Contains(t, p.AfterCommand("J5", w), ".bashrc")
-		require.Len(t, pool.idle, 1, "the instance is kept")
-		in := pool.idle[0]
+		w2, err := pool.Watch(p2, "J6")
+		require.NoError(t, err)
+		require.Same(t, w1.in, w2.in, "the watches share the pool's instance")
 
-		// The next job's watch gets the same instance, emptied: the
-		// first watch's events do not trip it, its own do.
-		w, err = pool.Watch(p, "J6")
+		// One job's change trips its own watch only.
+		require.NoError(t, os.WriteFile(filepath.Join(ws1, ".bashrc"), nil, 0o644))
+		<-w1.Tripped()
+		require.Contains(t, p1.AfterCommand("J5", w1), ".bashrc")
+		select {
+		case <-w2.Tripped():
+			t.Fatal("another job's change tripped this watch")
+		default:
+		}
+
+		// A watch made after one stopped gets the same instance; the
+		// stopped one's events do not reach it, its own do.
+		w3, err := pool.Watch(p1, "J7")
 		require.NoError(t, err)
-		require.Same(t, in, w.in)
-		require.NoError(t, os.WriteFile(filepath.Join(ws, ".gitmodules"), nil, 0o644))
-		<-w.Tripped()
-		msg := p.AfterCommand("J6", w)
-		require.Contains(t, msg, "created the protected path "+filepath.Join(ws, ".gitmodules"))
+		require.Same(t, w2.in, w3.in)
+		require.NoError(t, os.WriteFile(filepath.Join(ws2, ".gitmodules"), nil, 0o644))
+		<-w2.Tripped()
+		require.Contains(t, p2.AfterCommand("J6", w2), "created the protected path "+filepath.Join(ws2, ".gitmodules"))
+		require.NoError(t, os.WriteFile(filepath.Join(ws1, ".gitmodules"), nil, 0o644))
+		<-w3.Tripped()
+		msg := p1.AfterCommand("J7", w3)
+		require.Contains(t, msg, "created the protected path "+filepath.Join(ws1, ".gitmodules"))
 		require.NotContains(t, msg, ".bashrc")
-		require.FileExists(t, filepath.Join(ws, ".gitmodules.paddock-created-J6"))
-		require.Len(t, pool.idle, 1)
+		require.FileExists(t, filepath.Join(ws1, ".gitmodules.paddock-created-J7"))
+	})
+	t.Run("closed instance", func(t *testing.T) {
+		t.Parallel()
+		_, p := watchSetup(t)
+		var pool ProtectWatchers
+		w, err := pool.Watch(p, "J9")
+		require.NoError(t, err)
+		// Nothing can be watched once the instance is gone: the job is
+		// stopped, never left running unwatched.
+		pool.Close()
+		<-w.Tripped()
+		require.Contains(t, p.AfterCommand("J9", w), "watching the protected paths failed")
 	})
 	t.Run("rename into place", func(t *testing.T) {
 		t.Parallel()
