@@ -226,8 +226,10 @@ func makeDevTree(dir string) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("sandbox: device nodes: %s: %w", what, err)
 	}
-	// The thread's own umask (CLONE_FS): the modes below are exact.
-	unix.Umask(0)
+	// The thread's own umask (CLONE_FS), cleared so that the modes below
+	// are exact, and set back before bwrap is forked from this thread:
+	// the job inherits it.
+	defer unix.Umask(unix.Umask(0))
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID, "mode=0755"); err != nil {
 		return fail("mount a tmpfs for /dev on "+dir, err)
 	}

@@ -241,6 +241,10 @@ func TestStartWithDevTree(t *testing.T) {
 	require.Equal(t, "directory\ndevpts\n", run(`stat -c %F /dev/shm; stat -f -c %T /dev/pts`))
 	// A pseudo-terminal of the job's own devpts.
 	require.Equal(t, "/dev/pts/0\n", run(`python3 -c 'import os; m, s = os.openpty(); print(os.ttyname(s))'`))
+	// The job keeps the caller's umask (the tree is made with 0).
+	old := unix.Umask(0o027)
+	defer unix.Umask(old)
+	require.Equal(t, "0027\n", run(`umask`), "the job's umask")
 	// Writes reach the devices.
 	require.Equal(t, "ok\n", run(`echo x > /dev/null && head -c 4 /dev/urandom | wc -c | grep -q 4 && echo ok`))
 
