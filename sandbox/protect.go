@@ -242,11 +242,14 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 			// unreadable .bashrc), and one per missing entry would
 			// clutter a project's top directory: the path is watched,
 			// and what the job creates there is moved aside
-			// (protectAbsent).
-			add(t, protectAbsent)
-			return nil
+			// (protectAbsent). The directories between the root and it
+			// are kept like any protected path's, so that the job
+			// cannot move the watched directory away and put one of
+			// its own, holding the path, in its place.
+			kind = protectAbsent
+		} else {
+			kind = protectNewDir
 		}
-		kind = protectNewDir
 	}
 	for a := filepath.Dir(t); a != root && Within(a, root); a = filepath.Dir(a) {
 		add(a, protectKeep)
@@ -422,8 +425,14 @@ func moveCreated(paths []string, jobID string) string {
 	var out []string
 	for _, p := range paths {
 		dir, err := OpenNoSymlinks(filepath.Dir(p))
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // the directory itself went: nothing is at p
+		}
+		if err != nil {
+			// A symlink or a file in its place: what is at p now may be
+			// the job's, and nothing here follows the job's links.
+			out = append(out, fmt.Sprintf("the directory of the protected path %s is no longer the one it was (%v), so nothing was moved: check it before using that directory", p, err))
+			continue
 		}
 		if msg := moveCreatedIn(int(dir.Fd()), p, jobID); msg != "" {
 			out = append(out, msg)

@@ -311,6 +311,27 @@ func TestE2EProtectedStoppedWhenCreated(t *testing.T) {
 				require.Equal(t, "[submodule]\n", string(data))
 			},
 		}, {
+			// A directory holding a watched path cannot be swapped for a
+			// link to one of the job's own, holding the path: it is kept
+			// (a mount point), so the renames fail and the path is made
+			// in the watched directory.
+			name: "swapped-dir",
+			setup: func(ws string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(ws, ".ssh"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(ws, ".ssh", "authorized_keys"), nil, 0o600))
+			},
+			script: `cp -a .ssh .d2 && echo evil > .d2/rc && ln -s .d2 .L
+python3 -c 'import ctypes, sys; sys.exit(ctypes.CDLL(None).renameat2(-100, b".L", -100, b".ssh", 2) != 0)' && echo EXCHANGED
+mv -T .ssh .ssh-away 2>/dev/null && echo MOVED
+echo evil > .ssh/rc`,
+			check: func(ws string, j Job) {
+				fi, err := os.Lstat(filepath.Join(ws, ".ssh"))
+				require.NoError(t, err)
+				require.True(t, fi.IsDir(), ".ssh is still the directory, not the job's link")
+				require.NoFileExists(t, filepath.Join(ws, ".ssh", "rc"))
+				require.Contains(t, j.Reason, "the job created the protected path "+filepath.Join(ws, ".ssh", "rc"))
+			},
+		}, {
 			name: "link",
 			setup: func(ws string) {
 				require.NoError(t, os.MkdirAll(filepath.Join(ws, "meta", "repo.git", "hooks"), 0o755))
