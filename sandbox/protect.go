@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -458,33 +458,48 @@ func moveCreatedIn(dfd int, p, jobID string) string {
 	return msg
 }
 
-// asideName returns a name, in the directory open as dfd, that nothing
-// has, for what a job left at base: base + "." + tag + "-" + jobID, or,
-// when that would be longer than a file name may be (NAME_MAX, 255
-// bytes), "." + tag + "-" + jobID; a number is added while the name is
-// taken.
-func asideName(dfd int, base, tag, jobID string) string {
+// asideName returns the name what a job left at base is moved to:
+// base + "." + tag + "-" + jobID, or, when that would be longer than a
+// file name may be (NAME_MAX, 255 bytes, with room for a suffix),
+// "." + tag + "-" + jobID.
+func asideName(base, tag, jobID string) string {
 	name := base + "." + tag + "-" + jobID
-	if len(name)+12 > unix.NAME_MAX {
+	if len(name)+asideSuffixLen > unix.NAME_MAX {
 		name = "." + tag + "-" + jobID
 	}
-	aside := name
-	for i := 2; existsAt(dfd, aside); i++ {
-		aside = name + "." + strconv.Itoa(i)
-	}
-	return aside
+	return name
 }
 
-// moveAside renames base, in the directory open as dfd, to a free name
-// ([asideName]: base.TAG-JOBID, shortened for a long base) with
-// RENAME_NOREPLACE, and returns that name. Nothing outside the directory
-// is touched.
+// asideSuffixLen is the length of the random suffix moveAside adds
+// when the plain name is taken: "." and 16 hexadecimal digits.
+const asideSuffixLen = 17
+
+// asideTries bounds moveAside's random suffixes: each is taken by
+// chance with a probability of about 2^-64 at most.
+const asideTries = 8
+
+// moveAside renames base, in the directory open as dfd, to its aside
+// name ([asideName]: base.TAG-JOBID, shortened for a long base) with
+// RENAME_NOREPLACE, or, when that is taken, to the name with a random
+// suffix (".0123456789abcdef"), and returns the name used. The job
+// knows its id and may have made the plain name and any numbered one in
+// advance, so the suffix is one it cannot guess, and no name is looked
+// up before the rename. Nothing outside the directory is touched.
+//
+// Errors: renameat2(2)'s, or EEXIST after asideTries suffixes taken.
 func moveAside(dfd int, base, tag, jobID string) (string, error) {
-	aside := asideName(dfd, base, tag, jobID)
-	if err := unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
+	name := asideName(base, tag, jobID)
+	err := unix.Renameat2(dfd, base, dfd, name, unix.RENAME_NOREPLACE)
+	for i := 0; errors.Is(err, unix.EEXIST) && i < asideTries; i++ {
+		aside := fmt.Sprintf("%s.%016x", name, rand.Uint64())
+		if err = unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err == nil {
+			return aside, nil
+		}
+	}
+	if err != nil {
 		return "", err
 	}
-	return aside, nil
+	return name, nil
 }
 
 // readlinkAt returns the text of the symlink name in the directory open

@@ -280,7 +280,7 @@ func (w *ProtectWatch) event(wd int32, mask uint32, name string) {
 		}
 	default:
 		for _, d := range w.dirs[wd] {
-			w.settleName(d, name)
+			w.settleName(d, name, mask)
 		}
 	}
 }
@@ -296,21 +296,36 @@ func (w *ProtectWatch) lost(why string) {
 	}
 }
 
-// settleName moves aside what is at the entry name of d when it is a
-// missing protected path, or puts back the link of that name.
-func (w *ProtectWatch) settleName(d *watchedDir, name string) {
+// settleName acts on an event (mask) naming the entry name of d. A
+// missing protected path made there (IN_CREATE, IN_MOVED_TO) trips the
+// watch before anything else, whether or not it is still there when
+// looked at (a job that makes it and takes it away again is stopped as
+// well), then what is there is moved aside; a protected link touched in
+// any way trips it too, and is put back unless unchanged.
+func (w *ProtectWatch) settleName(d *watchedDir, name string, mask uint32) {
 	for _, a := range d.absent {
-		if filepath.Base(a) == name {
-			w.record(moveCreatedIn(int(d.f.Fd()), a, w.jobID), false)
+		if filepath.Base(a) != name || mask&(unix.IN_CREATE|unix.IN_MOVED_TO) == 0 {
+			continue
 		}
+		w.trip()
+		msg := moveCreatedIn(int(d.f.Fd()), a, w.jobID)
+		if msg == "" {
+			msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", a)
+		}
+		w.record(msg, true)
 	}
 	for _, i := range d.links {
-		if filepath.Base(w.links[i].Path) == name {
-			w.mu.Lock()
-			s := restoreLinkIn(int(d.f.Fd()), &w.links[i], w.jobID)
-			w.mu.Unlock()
-			w.record(s, false)
+		if filepath.Base(w.links[i].Path) != name {
+			continue
 		}
+		w.trip()
+		w.mu.Lock()
+		s := restoreLinkIn(int(d.f.Fd()), &w.links[i], w.jobID)
+		w.mu.Unlock()
+		if s == "" {
+			s = fmt.Sprintf("the job moved or replaced the symlink %s (it leads to a protected path), and it was as before when paddock looked", w.links[i].Path)
+		}
+		w.record(s, true)
 	}
 }
 
@@ -335,9 +350,12 @@ func (w *ProtectWatch) record(s string, trip bool) {
 		w.mu.Unlock()
 	}
 	if s != "" || trip {
-		w.tripOnce.Do(func() { close(w.tripped) })
+		w.trip()
 	}
 }
+
+// trip closes Tripped, once: the caller stops the job.
+func (w *ProtectWatch) trip() { w.tripOnce.Do(func() { close(w.tripped) }) }
 
 // ProtectWatchers hands out [ProtectWatch]es ([ProtectWatchers.Watch])
 // on one inotify instance, made at the first watch and kept: instances

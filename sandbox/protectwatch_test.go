@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // watchSetup returns a canonical workspace holding a repository whose
@@ -52,6 +53,65 @@ func TestWatchProtected(t *testing.T) {
 		require.FileExists(t, filepath.Join(ws, ".bashrc.paddock-created-J1"))
 		require.FileExists(t, filepath.Join(ws, "other.txt"), "another entry is left alone")
 		require.NotContains(t, msg, "other.txt")
+	})
+	t.Run("created and removed", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J10")
+		require.NoError(t, err)
+		rc := filepath.Join(ws, ".bashrc")
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "evil"), nil, 0o644))
+		require.NoError(t, os.Rename(filepath.Join(ws, "evil"), rc))
+		// Taken back at once; the watch may have moved it aside first.
+		_ = os.Rename(rc, filepath.Join(ws, "evil"))
+		<-w.Tripped()
+		msg := p.AfterCommand("J10", w)
+		require.Contains(t, msg, "the job created the protected path "+rc)
+	})
+	t.Run("gone when looked at", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J12")
+		require.NoError(t, err)
+		// The event of a creation whose file is gone again by the time
+		// the watch looks (made and removed in between): as the kernel
+		// would report it.
+		var rootWD int32 = -1
+		for wd, dirs := range w.dirs {
+			if slices.ContainsFunc(dirs, func(d *watchedDir) bool { return d.path == ws }) {
+				rootWD = wd
+			}
+		}
+		require.NotEqual(t, int32(-1), rootWD, "the workspace is watched")
+		w.event(rootWD, unix.IN_CREATE, ".bashrc")
+		<-w.Tripped()
+		require.Contains(t, p.AfterCommand("J12", w), "the job created the protected path "+filepath.Join(ws, ".bashrc")+", gone again when paddock looked")
+	})
+	t.Run("aside name taken", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		// The job knows its id: it may have made the aside name, and
+		// numbered ones, in advance.
+		taken := filepath.Join(ws, ".bashrc.paddock-created-J11")
+		for _, n := range []string{taken, taken + ".2", taken + ".3"} {
+			require.NoError(t, os.WriteFile(n, []byte("decoy"), 0o644))
+		}
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J11")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), []byte("evil"), 0o644))
+		<-w.Tripped()
+		msg := p.AfterCommand("J11", w)
+		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+		aside, err := filepath.Glob(taken + ".????????????????")
+		require.NoError(t, err)
+		require.Len(t, aside, 1, msg)
+		require.Contains(t, msg, "it is now "+aside[0])
+		data, err := os.ReadFile(aside[0])
+		require.NoError(t, err)
+		require.Equal(t, "evil", string(data))
+		data, err = os.ReadFile(taken)
+		require.NoError(t, err)
+		require.Equal(t, "decoy", string(data), "the job's decoy is left alone")
 	})
 	t.Run("one instance", func(t *testing.T) {
 		t.Parallel()
@@ -136,8 +196,9 @@ func TestWatchProtected(t *testing.T) {
 		require.Equal(t, "meta/repo.git", target)
 		// The link put back is the watch's own: the check after the
 		// command does not put it back a second time.
-		require.NoFileExists(t, filepath.Join(ws, ".git.paddock-replaced-J3.2"), msg)
-		require.NotContains(t, msg, "paddock-replaced-J3.2")
+		again, err := filepath.Glob(filepath.Join(ws, ".git.paddock-replaced-J3.*"))
+		require.NoError(t, err)
+		require.Empty(t, again, msg)
 	})
 	t.Run("directory moved", func(t *testing.T) {
 		t.Parallel()
