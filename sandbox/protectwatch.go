@@ -174,6 +174,9 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 	d.f = f
 	w.all = append(w.all, d)
 	wd, err := unix.InotifyAddWatch(w.in.fd, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), protectWatchMask)
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w: the user's inotify watches are used up (fs.inotify.max_user_watches; see docs/troubleshooting.md)", d.path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("sandbox: watch the protected paths in %s: inotify_add_watch: %w", d.path, err)
 	}
@@ -387,6 +390,9 @@ func (ws *ProtectWatchers) register(w *ProtectWatch, add func() error) error {
 	defer ws.mu.Unlock()
 	if ws.in == nil {
 		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+		if errors.Is(err, unix.EMFILE) {
+			return fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w: the user's inotify instances are used up (fs.inotify.max_user_instances; see docs/troubleshooting.md)", err)
+		}
 		if err != nil {
 			return fmt.Errorf("sandbox: watch the protected paths: inotify_init1: %w", err)
 		}
