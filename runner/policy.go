@@ -37,7 +37,12 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 
 // DefaultProtect are the sub-paths kept read-only inside every writable
 // root when a policy sets no protect list, relative to that root: what
-// git or a shell would run later on the operator's behalf.
+// git, a shell, ssh or the user's session would run later on the
+// operator's behalf, or who may log in (.ssh/authorized_keys). Debian's
+// /etc/skel/.bashrc sources .bash_aliases; ssh runs a config's
+// ProxyCommand and LocalCommand (ssh_config(5)); systemd --user starts
+// the units of .config/systemd/user/ and a desktop session those of
+// .config/autostart/ at login.
 // Git reads a repository's config and hooks from the directory its
 // "commondir" file names (gitrepository-layout(5)), in any repository, and
 // each submodule and linked worktree has its own: those are protected
@@ -45,8 +50,10 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
 	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
 	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",
-	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
-	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc"}
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".bash_completion", ".profile",
+	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
+	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc", ".ssh/config", ".ssh/authorized_keys",
+	".config/systemd/user/", ".config/autostart/"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.
 var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}
