@@ -248,7 +248,7 @@ func appendProtect(out []string, pm []protectMount, cp ConfineParams) []string {
 	i := 0
 	for _, m := range pm {
 		switch m.kind {
-		case protectAbsent:
+		case protectAbsent, protectPending:
 			continue
 		case protectNewDir:
 			out = append(out, "--tmpfs", m.path, "--remount-ro", m.path)

@@ -147,6 +147,13 @@ func (p Policy) protectPathsOf(k protectKind) []string {
 	return out
 }
 
+// watchedPaths returns the missing protected paths, watched while the
+// command runs and looked for after it: protectAbsent's and
+// protectPending's, deepest first.
+func (p Policy) watchedPaths() []string {
+	return append(p.protectPathsOf(protectAbsent), p.protectPathsOf(protectPending)...)
+}
+
 // protectedLinks returns the symlinks inside the writable roots that lead
 // to protected paths (see [ProtectedLink]): the caller checks each after
 // the command has ended.

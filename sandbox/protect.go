@@ -42,14 +42,23 @@ const (
 	// has ended ([Policy.AfterCommand]), and whatever the command created
 	// there is moved aside ([moveCreated]) and the attempt denied.
 	protectAbsent
+	// protectPending is a missing protected path whose parent is missing
+	// too (.config/git/ in a home directory without .config): nothing is
+	// mounted; the deepest directory of it that exists is watched, and
+	// each directory the command makes on the way is watched in turn
+	// ([ProtectWatch]), so that the path is moved aside as soon as it is
+	// made, and the check after the command looks for it as well. Not
+	// below a missing ".git": a repository the command makes is its own.
+	protectPending
 )
 
 // pinned reports whether the kind binds an existing path, pinned by
 // descriptor ([PinRoots]).
 func (k protectKind) pinned() bool { return k <= protectFile }
 
-// mounted reports whether the kind is a mount (all but protectAbsent).
-func (k protectKind) mounted() bool { return k != protectAbsent }
+// mounted reports whether the kind is a mount (all but protectAbsent and
+// protectPending).
+func (k protectKind) mounted() bool { return k <= protectNewDir }
 
 // readOnly reports whether nothing below a mount of this kind can be
 // written.
@@ -234,7 +243,7 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 	default:
 		parent := filepath.Dir(t)
 		if pi, err := st.lstat(parent); err != nil || !pi.IsDir() {
-			return nil // nothing of it exists: what the job makes there is its own (git init)
+			return st.protectPendingTarget(root, t, add)
 		}
 		if !dir || parent == root {
 			// A file placeholder would change what programs see (git
@@ -255,6 +264,39 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 		add(a, protectKeep)
 	}
 	add(t, kind)
+	return nil
+}
+
+// protectPendingTarget adds t, a protected path whose parent is missing,
+// as protectPending, with the directories between root and the deepest
+// of t's that exists kept, so that the job cannot swap the watched
+// directory for one of its own. Nothing is added when that directory's
+// first missing entry on the way to t is ".git" (what a job's `git init`
+// makes is its own repository), or when something on the way is not a
+// directory (nothing can be made below it).
+func (st statCache) protectPendingTarget(root, t string, add func(string, protectKind)) error {
+	a := filepath.Dir(t)
+	for {
+		fi, err := st.lstat(a)
+		if err == nil {
+			if !fi.IsDir() {
+				return nil
+			}
+			break
+		}
+		if a == root || !Within(a, root) {
+			return nil
+		}
+		a = filepath.Dir(a)
+	}
+	rel, err := filepath.Rel(a, t)
+	if err != nil || strings.Split(rel, "/")[0] == ".git" {
+		return nil
+	}
+	for k := a; k != root && Within(k, root); k = filepath.Dir(k) {
+		add(k, protectKeep)
+	}
+	add(t, protectPending)
 	return nil
 }
 
@@ -542,7 +584,7 @@ func (p Policy) AfterCommand(jobID string, w *ProtectWatch) string {
 		found = append(found, w.Stop())
 		links = w.currentLinks()
 	}
-	for _, s := range []string{restoreLinks(links, jobID), moveCreated(p.protectPathsOf(protectAbsent), jobID)} {
+	for _, s := range []string{restoreLinks(links, jobID), moveCreated(p.watchedPaths(), jobID)} {
 		if s != "" {
 			found = append(found, s)
 		}

@@ -36,7 +36,10 @@ const protectWatchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM 
 type watchedDir struct {
 	path   string
 	absent []string // canonical paths of missing protected entries
-	links  []int    // indexes into ProtectWatch.links
+	// pending are missing protected paths further down, whose next
+	// directory on the way is missing here too (protectPending).
+	pending []string
+	links   []int // indexes into ProtectWatch.links
 	// f is the directory watched, opened without following a symlink
 	// (O_PATH), kept for the watch's life: what the job creates there
 	// is moved aside through it, wherever the directory is moved.
@@ -65,7 +68,7 @@ type ProtectWatch struct {
 	jobID  string
 	dirs   map[int32][]*watchedDir // by watch descriptor
 	all    []*watchedDir           // every directory opened, closed by Stop
-	absent []string                // every missing protected path
+	absent []string                // every missing protected path, pending ones included
 
 	// active keeps Stop from closing the directories while an event is
 	// handled through them (RLock, by the instance's reader; events of
@@ -110,7 +113,7 @@ type ProtectWatch struct {
 //
 // The caller must not run the job unwatched after an error.
 func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) {
-	absent := p.protectPathsOf(protectAbsent)
+	absent := p.watchedPaths()
 	if len(absent) == 0 && len(p.links) == 0 {
 		return nil, nil
 	}
@@ -125,9 +128,13 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 		}
 		return d
 	}
-	for _, a := range absent {
+	for _, a := range p.protectPathsOf(protectAbsent) {
 		d := dir(filepath.Dir(a))
 		d.absent = append(d.absent, a)
+	}
+	for _, t := range p.protectPathsOf(protectPending) {
+		d := dir(deepestDir(t))
+		d.pending = append(d.pending, t)
 	}
 	roots := p.Roots()
 	w := &ProtectWatch{jobID: jobID, absent: absent, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
@@ -193,7 +200,32 @@ func (w *ProtectWatch) add(d *watchedDir) error {
 			return fmt.Errorf("sandbox: the protected path %s exists now, though it did not when the fence was resolved: %w", a, ErrProtectedAppeared)
 		}
 	}
+	for _, t := range d.pending {
+		if next := nextEntry(d.path, t); existsAt(int(f.Fd()), next) {
+			return fmt.Errorf("sandbox: %s, on the way to the protected path %s, exists now, though it did not when the fence was resolved: %w", filepath.Join(d.path, next), t, ErrProtectedAppeared)
+		}
+	}
 	return nil
+}
+
+// deepestDir returns the deepest directory of t's path that exists (not
+// following a symlink), or "/" .
+func deepestDir(t string) string {
+	a := filepath.Dir(t)
+	for a != "/" {
+		if fi, err := os.Lstat(a); err == nil && fi.IsDir() {
+			break
+		}
+		a = filepath.Dir(a)
+	}
+	return a
+}
+
+// nextEntry returns the name of the entry of dir on the way to t, a path
+// below it.
+func nextEntry(dir, t string) string {
+	rel, _ := filepath.Rel(dir, t)
+	return strings.Split(rel, "/")[0]
 }
 
 // checkLinks returns an error wrapping [ErrProtectedAppeared] when a
@@ -317,6 +349,13 @@ func (w *ProtectWatch) settleName(d *watchedDir, name string, mask uint32) {
 		}
 		w.record(msg, true)
 	}
+	if mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+		for _, t := range d.pending {
+			if nextEntry(d.path, t) == name {
+				w.settlePending(d, name, t)
+			}
+		}
+	}
 	for _, i := range d.links {
 		if filepath.Base(w.links[i].Path) != name {
 			continue
@@ -330,6 +369,59 @@ func (w *ProtectWatch) settleName(d *watchedDir, name string, mask uint32) {
 		}
 		w.record(s, true)
 	}
+}
+
+// settlePending acts on name, an entry made in d on the way to the
+// protected path t (protectPending): t itself is moved aside like a
+// missing protected path made in place; a directory is watched in turn,
+// with what is in it already looked at (the job may have made the rest of
+// the way before the watch was added); a symlink (which host tools would
+// follow to wherever it leads) trips the watch and is moved aside;
+// anything else cannot lead to t and is left alone. Called by the
+// watch's reader, under active.
+func (w *ProtectWatch) settlePending(d *watchedDir, name, t string) {
+	dfd := int(d.f.Fd())
+	made := filepath.Join(d.path, name)
+	if made == t {
+		w.trip()
+		msg := moveCreatedIn(dfd, t, w.jobID)
+		if msg == "" {
+			msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", t)
+		}
+		w.record(msg, true)
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return // gone again: nothing leads to t
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		w.trip()
+		msg := fmt.Sprintf("the job made %s, on the way to the protected path %s, a symlink", made, t)
+		if aside, err := moveAside(dfd, name, "paddock-created", w.jobID); err != nil {
+			msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
+		} else {
+			msg += "; it is now " + filepath.Join(d.path, aside)
+		}
+		w.record(msg, true)
+		return
+	default:
+		return
+	}
+	nd := &watchedDir{path: made, pending: []string{t}}
+	err := w.pool.addWatch(w, nd)
+	if err == nil {
+		// Made before the watch: followed as if its event came now.
+		next := nextEntry(made, t)
+		if existsAt(int(nd.f.Fd()), next) {
+			w.settlePending(nd, next, t)
+		}
+		return
+	}
+	w.trip()
+	w.record(fmt.Sprintf("%s, on the way to the protected path %s, could not be watched (%v), so the job was stopped", made, t, err), true)
 }
 
 // settleAll checks every watched path as [Policy.AfterCommand] does and
@@ -407,6 +499,22 @@ func (ws *ProtectWatchers) register(w *ProtectWatch, add func() error) error {
 	}
 	w.in = ws.in
 	return add()
+}
+
+// addWatch adds a watch for d, a directory the job made on the way to a
+// protected path, to w, on w's instance ([ProtectWatch.add] without the
+// check that nothing appeared: the caller looks at what is there).
+func (ws *ProtectWatchers) addWatch(w *ProtectWatch, d *watchedDir) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.in != w.in {
+		return errors.New("the watch's inotify instance is gone")
+	}
+	pending := d.pending
+	d.pending = nil
+	err := w.add(d)
+	d.pending = pending
+	return err
 }
 
 // unregister removes w from the watches of its watch descriptors, and

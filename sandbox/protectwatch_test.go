@@ -358,3 +358,64 @@ func BenchmarkWatchProtectedReaction(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "median-ns")
 	b.ReportMetric(float64(took[len(took)*9/10].Nanoseconds()), "p90-ns")
 }
+
+// TestWatchProtectedPending: a protected path whose parent is missing too
+// (.config/git/ in a home directory without .config) is watched through
+// the directories the job makes on the way: made step by step, at once,
+// or through a symlink, the job is stopped and what it made moved aside;
+// other entries of those directories are left alone. Below a missing
+// .git nothing is watched: a repository the job makes is its own.
+func TestWatchProtectedPending(t *testing.T) {
+	t.Parallel()
+	setup := func(t *testing.T) (string, Policy) {
+		ws, err := filepath.EvalSymlinks(t.TempDir())
+		require.NoError(t, err)
+		p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".config/git/", ".git/hooks/"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{filepath.Join(ws, ".config", "git")}, p.protectPathsOf(protectPending))
+		return ws, p
+	}
+	t.Run("step by step", func(t *testing.T) {
+		t.Parallel()
+		ws, p := setup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "P1")
+		require.NoError(t, err)
+		cfg := filepath.Join(ws, ".config")
+		require.NoError(t, os.Mkdir(cfg, 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(cfg, "fish"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(cfg, "fish", "x"), nil, 0o644))
+		require.NoError(t, os.Mkdir(filepath.Join(cfg, "git"), 0o755))
+		_ = os.WriteFile(filepath.Join(cfg, "git", "config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
+		<-w.Tripped()
+		msg := p.AfterCommand("P1", w)
+		require.Contains(t, msg, "the job created the protected path "+filepath.Join(cfg, "git"))
+		require.NoDirExists(t, filepath.Join(cfg, "git"))
+		require.DirExists(t, filepath.Join(cfg, "git.paddock-created-P1"))
+		require.FileExists(t, filepath.Join(cfg, "fish", "x"), "another entry is left alone")
+	})
+	t.Run("at once", func(t *testing.T) {
+		t.Parallel()
+		ws, p := setup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "P2")
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".config", "git", "deeper"), 0o755))
+		<-w.Tripped()
+		msg := p.AfterCommand("P2", w)
+		require.Contains(t, msg, "the job created the protected path "+filepath.Join(ws, ".config", "git"))
+		require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
+	})
+	t.Run("symlink on the way", func(t *testing.T) {
+		t.Parallel()
+		ws, p := setup(t)
+		elsewhere := filepath.Join(ws, "elsewhere")
+		require.NoError(t, os.MkdirAll(filepath.Join(elsewhere, "git"), 0o755))
+		w, err := (*ProtectWatchers)(nil).Watch(p, "P3")
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink("elsewhere", filepath.Join(ws, ".config")))
+		<-w.Tripped()
+		msg := p.AfterCommand("P3", w)
+		require.Contains(t, msg, "the job made "+filepath.Join(ws, ".config")+", on the way to the protected path "+filepath.Join(ws, ".config", "git")+", a symlink")
+		_, err = os.Lstat(filepath.Join(ws, ".config"))
+		require.ErrorIs(t, err, os.ErrNotExist, "the link is moved aside")
+	})
+}

@@ -332,6 +332,15 @@ echo evil > .ssh/rc`,
 				require.Contains(t, j.Reason, "the job created the protected path "+filepath.Join(ws, ".ssh", "rc"))
 			},
 		}, {
+			// A protected path whose parent is missing too: followed
+			// through the directories the job makes.
+			name:   "missing-parent",
+			script: `mkdir -p .config/git && printf '[core]\n\tfsmonitor = true\n' > .config/git/config`,
+			check: func(ws string, j Job) {
+				require.Contains(t, j.Reason, "the job created the protected path "+filepath.Join(ws, ".config", "git"))
+				require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
+			},
+		}, {
 			name: "link",
 			setup: func(ws string) {
 				require.NoError(t, os.MkdirAll(filepath.Join(ws, "meta", "repo.git", "hooks"), 0o755))
