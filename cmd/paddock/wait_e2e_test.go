@@ -69,9 +69,11 @@ func TestE2ESubmitWait(t *testing.T) {
 	// Nothing picks this one up: a second state directory, no worker.
 	other := setupE2E(t, "")
 	ids := other.Submit(other.WriteJob("one.toml", "name = \"lonely\"\ncommand = [\"/bin/true\"]\n"))
-	_, errOut, code = other.Run("wait", "--timeout", "500ms", ids[0])
+	_, errOut, code = other.Run("wait", "--timeout", "1s", ids[0])
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "timed out waiting; 0 of 1 jobs final")
+	// Before it times out, it says a worker may be missing.
+	require.Contains(t, errOut, "none of the 1 job(s) has started; is a worker running on this state directory")
 
 	// Ctrl-C (or SIGTERM) ends a wait with 130, not 1: a script can tell
 	// an interrupted wait from jobs that failed. The job goes on.

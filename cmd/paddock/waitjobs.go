@@ -54,6 +54,12 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 	final := make(map[string]queue.Job, len(ids))
 	finalStates := slices.DeleteFunc(queue.JobStates(), func(s queue.JobState) bool { return !s.Finished() })
 	lastGone := time.Now()
+	// A wait with no worker on the queue would be silent forever: once,
+	// if nothing has started by then, say what may be missing.
+	hintAt := time.Now().Add(waitNoWorkerHint)
+	if timeout > 0 && timeout/2 < waitNoWorkerHint {
+		hintAt = time.Now().Add(timeout / 2)
+	}
 	for {
 		// One query per look: which of the pending jobs are final now.
 		// (pending is never empty here: an empty IDs would list every job.)
@@ -82,6 +88,14 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 			if err := checkJobsExist(ctx, a, pending); err != nil {
 				clearBar(bar)
 				return &exitCodeError{code: exitFailure, err: err}
+			}
+		}
+		if !hintAt.IsZero() && time.Now().After(hintAt) {
+			hintAt = time.Time{}
+			running, err := a.store.JobList(ctx, &queue.JobListParams{IDs: pending, States: []queue.JobState{queue.StateRunning}})
+			if err == nil && len(running) == 0 && len(final) == 0 && !asJSON {
+				clearBar(bar)
+				fmt.Fprintf(os.Stderr, "paddock: still waiting: none of the %d job(s) has started; is a worker running on this state directory (paddock worker)? paddock ls shows why a queued job waits\n", len(pending))
 			}
 		}
 		wake.SetGap(gap)
@@ -127,6 +141,11 @@ func clearBar(bar *progressbar.ProgressBar) {
 // waitGoneCheck is how often, at least, a wait checks that its pending
 // jobs still exist (ten gaps when that is longer).
 const waitGoneCheck = 5 * time.Second
+
+// waitNoWorkerHint is how long a wait in which no job has started goes
+// on before it says that a worker may be missing (half the wait's
+// timeout, when that is sooner).
+const waitNoWorkerHint = 10 * time.Second
 
 // checkJobsExist returns an error wrapping queue.ErrNotFound naming the
 // first of ids (not empty) that is no longer in the store.
