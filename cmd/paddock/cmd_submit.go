@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,11 +275,39 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		}
 		reportSubmittedSchedules(ctx, a, f.specs, f.path, out, gopts.JSON) // cmd_schedules.go
 	}
+	warnMissingWorkspaces(cmd.ErrOrStderr(), files, gopts.JSON)
 	_ = runner.Wake(a.StateDir)
 	if !opts.Wait {
 		return nil
 	}
 	return waitJobs(ctx, a, ids, opts.Timeout, out, gopts.JSON)
+}
+
+// warnMissingWorkspaces says, on w, which submitted jobs name a
+// workspace that does not exist: they are queued (an earlier job, or the
+// operator, may make it before they start), but a worker fails each
+// attempt that finds it missing, as `paddock check` says now. Each
+// directory is said once; nothing with asJSON (a
+// "submit_warning" object instead).
+func warnMissingWorkspaces(w io.Writer, files []parsedFile, asJSON bool) {
+	seen := map[string]bool{}
+	for _, f := range files {
+		for _, sp := range f.specs {
+			if sp.Workspace == "" || seen[sp.Workspace] {
+				continue
+			}
+			seen[sp.Workspace] = true
+			if _, err := os.Stat(sp.Workspace); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			msg := fmt.Sprintf("job %q: workspace %s does not exist yet: each attempt that starts before it does fails (not run)", sp.Name, sp.Workspace)
+			if asJSON {
+				writeJSON(w, map[string]any{"message_type": "submit_warning", "message": msg})
+			} else {
+				fmt.Fprintf(w, "paddock: warning: %s\n", msg)
+			}
+		}
+	}
 }
 
 // enqueueError explains a submission the store refused (nothing of it was

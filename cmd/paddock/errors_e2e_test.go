@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -478,4 +479,21 @@ func TestE2EConfigRefusedEverywhere(t *testing.T) {
 		require.Equal(t, 2, code, "%s with a --config that does not exist: %s", args[0], errOut)
 		require.Contains(t, errOut, "missing.toml: no such file or directory")
 	}
+}
+
+// TestE2ESubmitWarnsOfMissingWorkspace: a job whose workspace does not
+// exist yet is queued (it may be made before the job starts), with a
+// warning that names the job and the directory; one that exists gets
+// none.
+func TestE2ESubmitWarnsOfMissingWorkspace(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	dir := t.TempDir()
+	job := b.WriteJob("ws.toml", fmt.Sprintf("[[job]]\nname = \"later\"\nmode = \"read_only\"\nworkspace = %q\ncommand = [\"true\"]\n[[job]]\nname = \"now\"\nmode = \"read_only\"\nworkspace = %q\ncommand = [\"true\"]\n",
+		filepath.Join(dir, "checkout"), dir))
+	out, errOut, code := b.Run("submit", job)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "later")
+	require.Contains(t, errOut, `paddock: warning: job "later": workspace `+filepath.Join(dir, "checkout")+" does not exist yet")
+	require.NotContains(t, errOut, `job "now"`)
 }
