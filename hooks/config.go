@@ -123,7 +123,7 @@ func (c Config) Check() error {
 // wrapping ErrConfig that names the hook and the field.
 func (c Config) withDefaults() (Config, error) {
 	bad := func(field, format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: hook %q: %s: %s", ErrConfig, c.Name, field, fmt.Sprintf(format, args...))
+		return Config{}, &ConfigError{Hook: c.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	if c.Name == "" {
 		return bad("name", "required")

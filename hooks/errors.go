@@ -1,6 +1,9 @@
 package hooks
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Sentinel errors. Load errors (from [NewChain]) wrap ErrConfig, ErrLoad,
 // ErrSHA256Mismatch, ErrCacheDir or ErrSettings. A hook's failure during a
@@ -74,3 +77,19 @@ var (
 	// writable roots) and the hook's [Config.MayWiden] is false.
 	ErrWiden = errors.New("hooks: adjustment widens the sandbox")
 )
+
+// ConfigError is a [Config] field that is invalid, as [Config.Check] and
+// [NewChain] report it: it wraps [ErrConfig], and its text is
+// "hooks: invalid config: hook NAME: FIELD: MSG". Field is the TOML key
+// ("name", "path", "sha256", "timeout", "memory", "mode", "on_error",
+// "settings"), so that a caller can point at its line.
+type ConfigError struct {
+	Hook, Field, Msg string
+}
+
+func (e *ConfigError) Error() string {
+	return ErrConfig.Error() + ": hook " + strconv.Quote(e.Hook) + ": " + e.Field + ": " + e.Msg
+}
+
+// Unwrap returns [ErrConfig].
+func (e *ConfigError) Unwrap() error { return ErrConfig }

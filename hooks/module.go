@@ -140,7 +140,7 @@ func loadHook(ctx context.Context, cfg Config, cache wazero.CompilationCache, ma
 	settings := json.RawMessage("{}")
 	if cfg.Settings != nil {
 		if settings, err = json.Marshal(cfg.Settings); err != nil {
-			return nil, fmt.Errorf("%w: hook %q: settings: not encodable as JSON: %w", ErrConfig, cfg.Name, err)
+			return nil, &ConfigError{Hook: cfg.Name, Field: "settings", Msg: "not encodable as JSON: " + err.Error()}
 		}
 	}
 

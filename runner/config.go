@@ -99,6 +99,8 @@ type Config struct {
 	// hookLines[i] is the line of Hooks[i]'s [[hook]] header in the file
 	// at Path (at chainPath when set); absent when unknown.
 	hookLines []int
+	// hookKeyLines[i] are the lines of Hooks[i]'s keys, by key.
+	hookKeyLines []map[string]int
 	// chainPath is the file the [[hook]] tables came from when it is not
 	// Path: the queue's policy's ([Config.WithPolicyChain]).
 	chainPath string
@@ -114,17 +116,32 @@ func (c Config) ChainSource() string {
 	return c.Path
 }
 
-// hookAt names Hooks[i] for a message: "PATH:LINE" when the config came
-// from a file, "PATH" when the line is unknown, "" otherwise.
-func (c Config) hookAt(i int) string {
+// hookAt names Hooks[i]'s key (its [[hook]] header when key is "" or
+// not in the file) for a message: "PATH:LINE" when the config came from
+// a file, "PATH" when the line is unknown, "" otherwise.
+func (c Config) hookAt(i int, key string) string {
 	path := c.ChainSource()
 	switch {
 	case path == "":
 		return ""
+	case i < len(c.hookKeyLines) && c.hookKeyLines[i][key] > 0:
+		return path + ":" + strconv.Itoa(c.hookKeyLines[i][key])
 	case i < len(c.hookLines) && c.hookLines[i] > 0:
 		return path + ":" + strconv.Itoa(c.hookLines[i])
 	}
 	return path
+}
+
+// hookKeyLinesOf returns the lines of the keys of the (i+1)th [[hook]]
+// table in kl.
+func hookKeyLinesOf(kl tomlfile.Lines, i int) map[string]int {
+	m := map[string]int{}
+	for _, k := range hookKeys {
+		if l := kl["hook."+strconv.Itoa(i)+"."+k]; l > 0 {
+			m[k] = l
+		}
+	}
+	return m
 }
 
 // CheckHooks checks every [[hook]] as a worker would load it, short of
@@ -145,13 +162,27 @@ func (c Config) CheckHooks() error {
 func (c Config) hookProblems() []string {
 	var problems []string
 	for i, h := range c.HookConfigs() {
-		if err := h.Check(); err != nil {
-			at := c.hookAt(i)
-			if at != "" {
-				at += ": "
-			}
-			problems = append(problems, at+err.Error())
+		err := h.Check()
+		if err == nil {
+			continue
 		}
+		// Each problem at the line of the key at fault, in the words
+		// of the file: the package's prefix says nothing to its reader.
+		key, msg := "", err.Error()
+		var ce *hooks.ConfigError
+		switch {
+		case errors.As(err, &ce):
+			key, msg = ce.Field, fmt.Sprintf("hook %q: %s: %s", ce.Hook, ce.Field, ce.Msg)
+		case errors.Is(err, hooks.ErrSHA256Mismatch):
+			key = "sha256"
+		case errors.Is(err, hooks.ErrLoad):
+			key = "path"
+		}
+		at := c.hookAt(i, key)
+		if at != "" {
+			at += ": "
+		}
+		problems = append(problems, at+msg)
 	}
 	return problems
 }
@@ -302,6 +333,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	c.Path = path
 	for i := range c.Hooks {
 		c.hookLines = append(c.hookLines, kl["hook."+strconv.Itoa(i)])
+		c.hookKeyLines = append(c.hookKeyLines, hookKeyLinesOf(kl, i))
 	}
 	dir := filepath.Dir(path)
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
@@ -317,7 +349,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		// Problems of top-level keys start with the key: give its line;
 		// those of a [[hook]] table, the table's.
 		if p.hook >= 0 {
-			problems = append(problems, c.hookAt(p.hook)+": "+p.msg)
+			problems = append(problems, c.hookAt(p.hook, p.key)+": "+p.msg)
 			continue
 		}
 		key, _, _ := strings.Cut(p.msg, ":")
@@ -383,13 +415,14 @@ func (c Config) WithDefaults() Config {
 // fault; hook is the index of the [[hook]] table it is in, or -1.
 type problem struct {
 	hook int
+	key  string // the [[hook]] table's key at fault, when hook >= 0
 	msg  string
 }
 
 // validate lists every problem of a defaulted config, each naming its key.
 func (c Config) validate() []problem {
 	var ps []problem
-	top := func(format string, args ...any) { ps = append(ps, problem{-1, fmt.Sprintf(format, args...)}) }
+	top := func(format string, args ...any) { ps = append(ps, problem{-1, "", fmt.Sprintf(format, args...)}) }
 	if c.Concurrency < 0 {
 		top("concurrency: must be at least 1, got %d", c.Concurrency)
 	}
@@ -412,7 +445,9 @@ func (c Config) validate() []problem {
 			where = fmt.Sprintf("hook %q", h.Name)
 		}
 		bad := func(format string, args ...any) {
-			ps = append(ps, problem{i, where + ": " + fmt.Sprintf(format, args...)})
+			msg := fmt.Sprintf(format, args...)
+			key, _, _ := strings.Cut(msg, ":")
+			ps = append(ps, problem{i, key, where + ": " + msg})
 		}
 		switch {
 		case h.Name == "":
@@ -476,7 +511,7 @@ func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec)
 // a hook name p's file and the hook's line there ([Config.ChainSource]),
 // not c's file.
 func (c Config) WithPolicyChain(p Policy) Config {
-	c.Hooks, c.hookLines, c.chainPath = slices.Clone(p.Hooks), slices.Clone(p.hookLines), p.Path
+	c.Hooks, c.hookLines, c.hookKeyLines, c.chainPath = slices.Clone(p.Hooks), slices.Clone(p.hookLines), slices.Clone(p.hookKeyLines), p.Path
 	if c.chainPath == "" {
 		c.chainPath = "the queue's policy"
 	}

@@ -97,8 +97,9 @@ type Policy struct {
 	// with no policy set).
 	SHA256 string `toml:"-"`
 
-	hookLines []int
-	lines     tomlfile.Lines
+	hookLines    []int
+	hookKeyLines []map[string]int
+	lines        tomlfile.Lines
 }
 
 // ErrPolicy marks every error ParsePolicy returns for a bad policy file.
@@ -148,6 +149,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	dir := filepath.Dir(path)
 	for i := range p.Hooks {
 		p.hookLines = append(p.hookLines, kl["hook."+strconv.Itoa(i)])
+		p.hookKeyLines = append(p.hookKeyLines, hookKeyLinesOf(kl, i))
 		if p.Hooks[i].Path != "" && !filepath.IsAbs(p.Hooks[i].Path) {
 			p.Hooks[i].Path = filepath.Join(dir, p.Hooks[i].Path)
 		}
@@ -206,15 +208,15 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	}
 	// The [[hook]] tables are a config's: checked by the config's rules,
 	// and each must pin its module's bytes.
-	c := Config{Hooks: p.Hooks, Path: path, hookLines: p.hookLines}.WithDefaults()
+	c := Config{Hooks: p.Hooks, Path: path, hookLines: p.hookLines, hookKeyLines: p.hookKeyLines}.WithDefaults()
 	for _, pr := range c.validate() {
 		if pr.hook >= 0 {
-			problems = append(problems, c.hookAt(pr.hook)+": "+pr.msg)
+			problems = append(problems, c.hookAt(pr.hook, pr.key)+": "+pr.msg)
 		}
 	}
 	for i, h := range c.Hooks {
 		if h.SHA256 == "" {
-			problems = append(problems, fmt.Sprintf("%s: hook %q: sha256: required in a policy (`sha256sum %s` gives it)", c.hookAt(i), h.Name, h.Path))
+			problems = append(problems, fmt.Sprintf("%s: hook %q: sha256: required in a policy (`sha256sum %s` gives it)", c.hookAt(i, ""), h.Name, h.Path))
 		}
 	}
 	p.Hooks = c.Hooks
@@ -271,7 +273,7 @@ func (p Policy) HookConfigs() []hooks.Config { return Config{Hooks: p.Hooks}.Hoo
 // compiling: the module file exists and its bytes match sha256. Errors
 // name the policy file and the hook's line; they wrap [ErrPolicy].
 func (p Policy) CheckHooks() error {
-	if problems := (Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}).hookProblems(); len(problems) > 0 {
+	if problems := (Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines, hookKeyLines: p.hookKeyLines}).hookProblems(); len(problems) > 0 {
 		return fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(problems, "\n  "))
 	}
 	return nil
@@ -446,7 +448,7 @@ func (p Policy) SameChain(c Config) error {
 		ch, ph := c.Hooks[i], p.Hooks[i]
 		if ch.Name != ph.Name || !strings.EqualFold(ch.SHA256, ph.SHA256) {
 			return fmt.Errorf("%w: hook %d is %q (sha256 %s) in %s but %q (sha256 %s) in %s: %s",
-				ErrPolicyMismatch, i+1, ch.Name, orNone(ch.SHA256), c.hookAt(i), ph.Name, ph.SHA256, p.Label(), fix)
+				ErrPolicyMismatch, i+1, ch.Name, orNone(ch.SHA256), c.hookAt(i, "sha256"), ph.Name, ph.SHA256, p.Label(), fix)
 		}
 	}
 	return nil

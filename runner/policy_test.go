@@ -148,7 +148,7 @@ func TestPolicyChainErrorsNamePolicy(t *testing.T) {
 	cfg := Config{Path: filepath.Join(dir, "config.toml")}.WithPolicyChain(p)
 	require.Equal(t, path, cfg.ChainSource())
 	err = cfg.CheckHooks()
-	require.ErrorContains(t, err, path+":3")
+	require.ErrorContains(t, err, path+":5: ", "the line of the hook's path")
 	require.NotContains(t, err.Error(), "config.toml")
 
 	err = cfg.CheckHookNames("job.toml", []byte("command = \"true\"\nhooks = [\"other\"]\n"), []jobspec.Spec{{Line: 1, Hooks: []string{"other"}}})

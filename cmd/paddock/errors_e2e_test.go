@@ -443,7 +443,8 @@ func TestE2ECancelExitCodes(t *testing.T) {
 
 // A config that a worker refuses (a hook module missing, a digest that
 // does not match, a bad [[hook]] field) is refused by submit too, saying
-// the config file and the [[hook]] table's line; and probe and confine
+// the config file and the line of the [[hook]] table's key at fault
+// (path for a module that cannot be read); and probe and confine
 // refuse a --config that does not exist, as every other command does.
 func TestE2EConfigRefusedEverywhere(t *testing.T) {
 	t.Parallel()
@@ -452,21 +453,23 @@ func TestE2EConfigRefusedEverywhere(t *testing.T) {
 	require.NoError(t, os.WriteFile(module, []byte("\x00asm\x01\x00\x00\x00"), 0o600))
 	job := b.WriteJob("job.toml", "command = \"true\"\n")
 	zeros := strings.Repeat("0", 64)
+	// The [[hook]] header is line 5, name 6, path 7, the next key 8.
 	for _, tt := range []struct {
 		name, hook, want string
+		line             int
 	}{
-		{"missing module", `path = "` + filepath.Join(b.Dir, "nowhere.wasm") + `"`, "no such file or directory"},
-		{"digest", `path = "` + module + `"` + "\nsha256 = \"" + zeros + `"`, "config expects " + zeros},
-		{"malformed digest", `path = "` + module + `"` + "\nsha256 = \"abc\"", `sha256: "abc" is not 64 hex digits`},
-		{"field", `path = "` + module + `"` + "\nmode = \"enforc\"", `hook "h": mode: want "enforce" or "monitor", got "enforc"`},
+		{"missing module", `path = "` + filepath.Join(b.Dir, "nowhere.wasm") + `"`, "no such file or directory", 7},
+		{"digest", `path = "` + module + `"` + "\nsha256 = \"" + zeros + `"`, "config expects " + zeros, 8},
+		{"malformed digest", `path = "` + module + `"` + "\nsha256 = \"abc\"", `: hook "h": sha256: "abc" is not 64 hex digits`, 8},
+		{"field", `path = "` + module + `"` + "\nmode = \"enforc\"", `: hook "h": mode: want "enforce" or "monitor", got "enforc"`, 8},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(b.Config, []byte(e2etest.DefaultConfig+"\n[[hook]]\nname = \"h\"\n"+tt.hook+"\n"), 0o600))
-			at := b.Config + ":5: "
+			at := fmt.Sprintf("%s:%d: ", b.Config, tt.line)
 			for _, args := range [][]string{{"submit", job}, {"check", job}} {
 				_, errOut, code := b.Run(args...)
 				require.Equal(t, 2, code, "%s: %s", args[0], errOut)
-				require.Contains(t, errOut, at, "%s names the [[hook]] table", args[0])
+				require.Contains(t, errOut, at, "%s names the key's line", args[0])
 				require.Contains(t, errOut, tt.want, args[0])
 			}
 		})
