@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -456,24 +457,23 @@ func removePlaceholders(paths []string) {
 }
 
 // moveCreated moves aside what the command created at paths that were
-// protected and did not exist ([Policy.protectPathsOf]): each is renamed
-// to PATH.paddock-created-JOBID (a number added when that exists) in its
-// directory, opened without following a symlink ([OpenNoSymlinks]), with
-// RENAME_NOREPLACE, so nothing outside it is touched. It returns one
-// sentence per path it found, for the attempt's reason, or "" when the
-// command created none. Call it once every process of the command has
-// ended.
+// protected and did not exist ([Policy.watchedPaths]): each is renamed
+// to PATH.paddock-created-JOBID (a random suffix added when that is
+// taken) in its directory, opened without following a symlink
+// ([OpenNoSymlinks]), with RENAME_NOREPLACE, so nothing outside it is
+// touched. A path whose directory is missing, or no longer a directory
+// reached without a symlink, is skipped: the directories that held a
+// path when the job started are mount points the job cannot move, so
+// only something outside it changed them, and one the job made on the
+// way to a path is watched while it runs ([ProtectWatch] stops a job
+// that puts a symlink there). It returns one sentence per path it
+// found, for the attempt's reason, or "" when the command created
+// none. Call it once every process of the command has ended.
 func moveCreated(paths []string, jobID string) string {
 	var out []string
 	for _, p := range paths {
 		dir, err := OpenNoSymlinks(filepath.Dir(p))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // the directory itself went: nothing is at p
-		}
 		if err != nil {
-			// A symlink or a file in its place: what is at p now may be
-			// the job's, and nothing here follows the job's links.
-			out = append(out, fmt.Sprintf("the directory of the protected path %s is no longer the one it was (%v), so nothing was moved: check it before using that directory", p, err))
 			continue
 		}
 		if msg := moveCreatedIn(int(dir.Fd()), p, jobID); msg != "" {
@@ -488,8 +488,11 @@ func moveCreated(paths []string, jobID string) string {
 // as dfd (p names it in the sentence returned).
 func moveCreatedIn(dfd int, p, jobID string) string {
 	base := filepath.Base(p)
-	if !existsAt(dfd, base) {
+	switch err := lookAt(dfd, base); {
+	case errors.Is(err, unix.ENOENT):
 		return ""
+	case err != nil:
+		return fmt.Sprintf("the job may have created the protected path %s, which paddock cannot look at (%v): check it before using that directory", p, err)
 	}
 	msg := fmt.Sprintf("the job created the protected path %s", p)
 	if aside, err := moveAside(dfd, base, "paddock-created", jobID); err != nil {
@@ -553,6 +556,28 @@ func readlinkAt(dfd int, name string, buf []byte) string {
 		return ""
 	}
 	return string(buf[:n])
+}
+
+// lookAt returns nil when name is an entry of the directory open as dfd
+// (not following a symlink), an error wrapping ENOENT when it is not,
+// and another error when it cannot tell. A directory whose owner took
+// away its own search permission (a job running as the worker's user
+// may, on its own workspace) is given it back (u+rwx): what is in it
+// must be looked at.
+func lookAt(dfd int, name string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if !errors.Is(err, unix.EACCES) {
+		return err
+	}
+	var dir unix.Stat_t
+	if unix.Fstat(dfd, &dir) != nil {
+		return err
+	}
+	if unix.Chmod("/proc/self/fd/"+strconv.Itoa(dfd), (dir.Mode&0o7777)|0o700) != nil {
+		return err
+	}
+	return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // existsAt reports whether name is an entry of the directory open as dfd

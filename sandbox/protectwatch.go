@@ -61,14 +61,15 @@ type watchedDir struct {
 // use; a nil *ProtectWatch (a policy with nothing to watch) watches
 // nothing.
 type ProtectWatch struct {
-	pool   *ProtectWatchers
-	in     *inotify
-	own    bool    // pool was made for this watch alone: Stop closes it
-	wds    []int32 // every watch descriptor added, each once
-	jobID  string
-	dirs   map[int32][]*watchedDir // by watch descriptor
-	all    []*watchedDir           // every directory opened, closed by Stop
-	absent []string                // every missing protected path, pending ones included
+	pool    *ProtectWatchers
+	in      *inotify
+	own     bool    // pool was made for this watch alone: Stop closes it
+	wds     []int32 // every watch descriptor added, each once
+	jobID   string
+	dirs    map[int32][]*watchedDir // by watch descriptor
+	all     []*watchedDir           // every directory opened, closed by Stop
+	absent  []string                // every missing protected path, pending ones included
+	pending map[string]bool         // the pending ones ([Policy.pendingSet])
 
 	// active keeps Stop from closing the directories while an event is
 	// handled through them (RLock, by the instance's reader; events of
@@ -392,8 +393,15 @@ func (w *ProtectWatch) settlePending(d *watchedDir, name, t string) {
 		return
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if err := lookAt(dfd, name); errors.Is(err, unix.ENOENT) {
 		return // gone again: nothing leads to t
+	} else if err != nil {
+		w.trip()
+		w.record(fmt.Sprintf("%s, on the way to the protected path %s, cannot be looked at (%v), so the job was stopped", made, t, err), true)
+		return
+	}
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:

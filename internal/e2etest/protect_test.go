@@ -341,6 +341,17 @@ echo evil > .ssh/rc`,
 				require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
 			},
 		}, {
+			// A job running as the worker's user may take away its own
+			// directories' permissions: the worker gives them back to
+			// look (as root, it needs none).
+			name:   "unsearchable",
+			script: `mkdir -p .t/git && echo '[core]' > .t/git/config && chmod 000 .t && mv .t .config; echo evil > .bashrc; chmod 000 .`,
+			check: func(ws string, j Job) {
+				require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+				require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
+				require.Contains(t, j.Reason, filepath.Join(ws, ".config", "git"))
+			},
+		}, {
 			name: "link",
 			setup: func(ws string) {
 				require.NoError(t, os.MkdirAll(filepath.Join(ws, "meta", "repo.git", "hooks"), 0o755))
