@@ -321,6 +321,37 @@ func (w *ProtectWatch) event(wd int32, mask uint32, name string) {
 	}
 }
 
+// recover looks at every watched path again after inotify's queue
+// overflowed (fs.inotify.max_queued_events): what an event lost would
+// have shown is settled as it would have been, and the job is stopped
+// only when something is found, not for another job's flood. The
+// directories that held the paths are mount points the job cannot move;
+// one it made on the way to a path and moved meanwhile stays watched
+// where it went.
+func (w *ProtectWatch) recover() {
+	w.active.RLock()
+	defer w.active.RUnlock()
+	if w.stopped {
+		return
+	}
+	w.mu.Lock()
+	s := restoreLinks(w.links, w.jobID)
+	w.mu.Unlock()
+	w.record(s, false)
+	w.record(moveCreated(w.absent, w.jobID), false)
+	var dirs []*watchedDir
+	for _, ds := range w.dirs {
+		dirs = append(dirs, ds...)
+	}
+	for _, d := range dirs {
+		for _, t := range d.pending {
+			if next := nextEntry(d.path, t); lookAt(int(d.f.Fd()), next) == nil {
+				w.settlePending(d, next, t)
+			}
+		}
+	}
+}
+
 // lost checks every watched path and stops the job: events were lost
 // (why says how), so a directory's move among them may have gone
 // unseen.
@@ -582,9 +613,11 @@ func (ws *ProtectWatchers) handle(in *inotify, b []byte) {
 		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:end]), "\x00")
 		b = b[end:]
 		if mask&unix.IN_Q_OVERFLOW != 0 {
-			// Events were lost, a watched directory's move among them
-			// perhaps, after which its path is watched no more.
-			ws.lostAll(in, "the job changed the directories holding protected paths faster than they could be watched (inotify's queue overflowed), so the job was stopped")
+			// Events were lost (some job made them faster than they
+			// were read): every watch looks at all its paths again.
+			for _, w := range ws.watchesOn(in) {
+				w.recover()
+			}
 			continue
 		}
 		ws.mu.Lock()
@@ -596,23 +629,29 @@ func (ws *ProtectWatchers) handle(in *inotify, b []byte) {
 	}
 }
 
-// lostAll tells every watch on in that events were lost ([ProtectWatch.lost]).
+// lostAll tells every watch on in that it can watch no more
+// ([ProtectWatch.lost]).
 func (ws *ProtectWatchers) lostAll(in *inotify, why string) {
+	for _, w := range ws.watchesOn(in) {
+		w.lost(why)
+	}
+}
+
+// watchesOn returns the watches on in, each once.
+func (ws *ProtectWatchers) watchesOn(in *inotify) []*ProtectWatch {
 	ws.mu.Lock()
+	defer ws.mu.Unlock()
 	seen := map[*ProtectWatch]bool{}
-	var targets []*ProtectWatch
+	var out []*ProtectWatch
 	for k, list := range ws.watches {
 		for _, w := range list {
 			if k.in == in && !seen[w] {
 				seen[w] = true
-				targets = append(targets, w)
+				out = append(out, w)
 			}
 		}
 	}
-	ws.mu.Unlock()
-	for _, w := range targets {
-		w.lost(why)
-	}
+	return out
 }
 
 // Close closes the instance: a watch still running on it is told its

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,6 +150,36 @@ func TestWatchProtected(t *testing.T) {
 		require.Contains(t, msg, "created the protected path "+filepath.Join(ws1, ".gitmodules"))
 		require.NotContains(t, msg, ".bashrc")
 		require.FileExists(t, filepath.Join(ws1, ".gitmodules.paddock-created-J7"))
+	})
+	t.Run("overflow", func(t *testing.T) {
+		t.Parallel()
+		ws1, p1 := watchSetup(t)
+		_, p2 := watchSetup(t)
+		var pool ProtectWatchers
+		defer pool.Close()
+		w1, err := pool.Watch(p1, "J13")
+		require.NoError(t, err)
+		w2, err := pool.Watch(p2, "J14")
+		require.NoError(t, err)
+		// The kernel's overflow event (wd -1, IN_Q_OVERFLOW), as one
+		// job's flood would cause it: each watch looks again, and only
+		// one that finds something stops its job.
+		ev := make([]byte, unix.SizeofInotifyEvent)
+		binary.NativeEndian.PutUint32(ev[0:4], 0xffffffff)
+		binary.NativeEndian.PutUint32(ev[4:8], unix.IN_Q_OVERFLOW)
+		pool.handle(w1.in, ev)
+		select {
+		case <-w1.Tripped():
+			t.Fatal("an overflow with nothing made tripped a watch")
+		case <-w2.Tripped():
+			t.Fatal("an overflow with nothing made tripped a watch")
+		default:
+		}
+		require.Empty(t, p2.AfterCommand("J14", w2))
+		// The watch still works after it.
+		require.NoError(t, os.WriteFile(filepath.Join(ws1, ".bashrc"), nil, 0o644))
+		<-w1.Tripped()
+		require.Contains(t, p1.AfterCommand("J13", w1), "the job created the protected path "+filepath.Join(ws1, ".bashrc"))
 	})
 	t.Run("closed instance", func(t *testing.T) {
 		t.Parallel()
