@@ -140,15 +140,19 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 			// Resolution starts at base, canonical already: a root's own
 			// path needs no second walk.
 			base := root
+			var err error
 			if filepath.IsAbs(e) {
 				base = "/"
-				cands = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
+				cands, err = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
 			} else {
 				rel := filepath.Clean(e)
 				if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 					continue
 				}
-				cands = expandEntry(root, rel)
+				cands, err = expandEntry(root, rel)
+			}
+			if err != nil {
+				return nil, nil, err
 			}
 			for _, c := range cands {
 				targets, pointers, ls := st.resolveGit(base, c, 0)
@@ -193,9 +197,9 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 // components up to the last one with a metacharacter, each followed by
 // the rest as written, which need not exist (a .git file's gitdir or a
 // missing hooks directory is resolved later).
-func expandEntry(base, rel string) []string {
+func expandEntry(base, rel string) ([]string, error) {
 	if !strings.ContainsAny(rel, `*?[\`) {
-		return []string{filepath.Join(base, rel)}
+		return []string{filepath.Join(base, rel)}, nil
 	}
 	parts := strings.Split(rel, "/")
 	last := 0
@@ -207,12 +211,21 @@ func expandEntry(base, rel string) []string {
 	// Only rel is a pattern: base, a writable root, may hold any byte
 	// ("br[1]"), which must not be read as one.
 	m, _ := fs.Glob(os.DirFS(base), strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
+	if len(m) > maxProtectMatches {
+		return nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours, or narrow the policy's protect list): %w", rel, len(m), base, maxProtectMatches, ErrBadPath)
+	}
 	rest := filepath.Join(parts[last+1:]...)
 	for i := range m {
 		m[i] = filepath.Join(base, m[i], rest)
 	}
-	return m
+	return m, nil
 }
+
+// maxProtectMatches bounds the paths one glob of the protect list may
+// expand to in one root: each becomes mounts (and bwrap takes at most
+// 9,000 arguments), pinned descriptors and watches, and a job may make
+// directories for a later job's glob to match.
+const maxProtectMatches = 256
 
 // protectTarget adds the mounts that protect t (resolved; it may not
 // exist) when it lies inside one of roots: the directories between the

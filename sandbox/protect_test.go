@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,4 +180,23 @@ func TestProtectRootWithGlobBytes(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{filepath.Join(root, ".git", "hooks"), filepath.Join(root, "sub", ".git", "hooks")}, paths)
+}
+
+// TestProtectGlobBounded: a glob of the protect list that matches more
+// paths than a sandbox can mount (a job may make them for a later job's
+// policy to match) refuses the policy with the count and what to do,
+// never an argv bwrap would refuse; at the bound it is built.
+func TestProtectGlobBounded(t *testing.T) {
+	t.Parallel()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for i := range maxProtectMatches {
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "modules", fmt.Sprintf("m%d", i)), 0o755))
+	}
+	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/modules/*/config"}})
+	require.NoError(t, err, "at the bound")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "modules", "one-more"), 0o755))
+	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/modules/*/config"}})
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, fmt.Sprintf(`protect ".git/modules/*/config" matches %d paths in %s, more than the %d`, maxProtectMatches+1, ws, maxProtectMatches))
 }

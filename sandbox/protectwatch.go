@@ -480,13 +480,23 @@ func (w *ProtectWatch) settleAll(why string, trip bool) {
 func (w *ProtectWatch) record(s string, trip bool) {
 	if s != "" {
 		w.mu.Lock()
-		w.found = append(w.found, s)
+		// A job that keeps making paths until it is killed would make
+		// the attempt's reason as long as it liked.
+		switch n := len(w.found); {
+		case n < maxFound:
+			w.found = append(w.found, s)
+		case n == maxFound:
+			w.found = append(w.found, "and more")
+		}
 		w.mu.Unlock()
 	}
 	if s != "" || trip {
 		w.trip()
 	}
 }
+
+// maxFound bounds the sentences a watch keeps for the attempt's reason.
+const maxFound = 16
 
 // trip closes Tripped, once: the caller stops the job.
 func (w *ProtectWatch) trip() { w.tripOnce.Do(func() { close(w.tripped) }) }
