@@ -148,7 +148,7 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 				}
 			}
 			if ok && f == nil && stored == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
-				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d never ran (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
+				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d left no output (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
 			}
 			if !ok {
 				if opts.Attempt != 0 {
