@@ -136,7 +136,7 @@ func (p Policy) Protected() []string {
 // protectPathsOf returns the protected paths of kind k, deepest first:
 // the placeholders bwrap made (protectNewDir), removed after the command
 // ([removePlaceholders]), or the missing paths watched (protectAbsent),
-// whose creation is undone ([ProtectWatch], [moveCreated]).
+// whose creation is undone ([ProtectWatch], [moveCreatedUnder]).
 func (p Policy) protectPathsOf(k protectKind) []string {
 	var out []string
 	for _, m := range slices.Backward(p.protect) {

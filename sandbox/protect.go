@@ -41,7 +41,7 @@ const (
 	// directly in a writable root: nothing is mounted; its directory is
 	// watched while the command runs ([ProtectWatch]) and checked once it
 	// has ended ([Policy.AfterCommand]), and whatever the command created
-	// there is moved aside ([moveCreated]) and the attempt denied.
+	// there is moved aside ([moveCreatedUnder]) and the attempt denied.
 	protectAbsent
 	// protectPending is a missing protected path whose parent is missing
 	// too (.config/git/ in a home directory without .config): nothing is
@@ -118,7 +118,7 @@ const maxGitFile = 4096
 // when its parent directory does: bwrap makes the mount point on the
 // host, which [Policy.protectPathsOf] names for the caller to
 // remove after the job. Directly in a writable root it is watched instead
-// ([Policy.protectPathsOf], [moveCreated]); see docs/policy.md.
+// ([Policy.protectPathsOf], [moveCreatedUnder]); see docs/policy.md.
 //
 // # Errors
 //
@@ -153,6 +153,16 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 			}
 			if err != nil {
 				return nil, nil, err
+			}
+			if base == "/" {
+				// An absolute entry is this job's concern only where it
+				// lies inside its roots.
+				cands = slices.DeleteFunc(cands, func(c string) bool {
+					return !slices.ContainsFunc(roots, func(r string) bool { return Within(c, r) })
+				})
+			}
+			if len(cands) > maxProtectMatches {
+				return nil, nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours there, or narrow the policy's protect list): %w", e, len(cands), root, maxProtectMatches, ErrBadPath)
 			}
 			for _, c := range cands {
 				targets, pointers, ls := st.resolveGit(base, c, 0)
@@ -211,9 +221,6 @@ func expandEntry(base, rel string) ([]string, error) {
 	// Only rel is a pattern: base, a writable root, may hold any byte
 	// ("br[1]"), which must not be read as one.
 	m, _ := fs.Glob(os.DirFS(base), strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
-	if len(m) > maxProtectMatches {
-		return nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours, or narrow the policy's protect list): %w", rel, len(m), base, maxProtectMatches, ErrBadPath)
-	}
 	rest := filepath.Join(parts[last+1:]...)
 	for i := range m {
 		m[i] = filepath.Join(base, m[i], rest)
@@ -469,35 +476,92 @@ func removePlaceholders(paths []string) {
 	}
 }
 
-// moveCreated moves aside what the command created at paths that were
-// protected and did not exist ([Policy.watchedPaths]): each is renamed
-// to PATH.paddock-created-JOBID (a random suffix added when that is
-// taken) in its directory, opened without following a symlink
-// ([OpenNoSymlinks]), with RENAME_NOREPLACE, so nothing outside it is
-// touched. A path whose directory is missing, or no longer a directory
-// reached without a symlink, is skipped: the directories that held a
-// path when the job started are mount points the job cannot move, so
-// only something outside it changed them, and one the job made on the
-// way to a path is watched while it runs ([ProtectWatch] stops a job
-// that puts a symlink there). It returns one sentence per path it
-// found, for the attempt's reason, or "" when the command created
-// none. Call it once every process of the command has ended.
-func moveCreated(paths []string, jobID string) string {
+// moveCreatedUnder moves aside what the command created at paths that
+// were protected and did not exist ([Policy.watchedPaths]): each is
+// renamed to PATH.paddock-created-JOBID (a random suffix added when that
+// is taken) in its directory, with RENAME_NOREPLACE, so nothing outside
+// it is touched. It returns one sentence per path it found, for the
+// attempt's reason, or "" when the command created none. The paths lie
+// inside roots (the writable roots, mount points the job cannot move),
+// and each is reached from
+// the deepest root that holds it one entry at a time, never through a
+// symlink: a directory on the way that the job took its own permission
+// from is given it back ([lookAt]), and a symlink the job put on the way
+// (to a directory of its own holding the path, which host tools would
+// follow) is moved aside and reported; a root that is no longer what it
+// was was changed from outside the job, and is skipped. Call it once
+// every process of the command has ended.
+func moveCreatedUnder(roots, paths []string, jobID string) string {
 	var out []string
 	for _, p := range paths {
-		dir, err := OpenNoSymlinks(filepath.Dir(p))
-		if err != nil {
+		root := ""
+		for _, r := range roots {
+			if Within(p, r) && len(r) > len(root) {
+				root = r
+			}
+		}
+		if root == "" || root == p {
 			continue
 		}
-		if msg := moveCreatedIn(int(dir.Fd()), p, jobID); msg != "" {
+		if msg := walkCreated(root, p, jobID); msg != "" {
 			out = append(out, msg)
 		}
-		dir.Close()
 	}
 	return strings.Join(out, "; ")
 }
 
-// moveCreatedIn is [moveCreated] for the one path p, its directory open
+// walkCreated settles p, below root, for [moveCreatedUnder].
+func walkCreated(root, p, jobID string) string {
+	cur, err := OpenNoSymlinks(root)
+	if err != nil {
+		return ""
+	}
+	defer func() { cur.Close() }()
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(rel, "/")
+	at := root
+	cannot := func(where string, err error) string {
+		return fmt.Sprintf("the job may have created the protected path %s, which paddock cannot reach (%s: %v): check it before using that directory", p, where, err)
+	}
+	for _, c := range parts[:len(parts)-1] {
+		dfd, next := int(cur.Fd()), filepath.Join(at, c)
+		switch err := lookAt(dfd, c); {
+		case errors.Is(err, unix.ENOENT):
+			return ""
+		case err != nil:
+			return cannot(next, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, c, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return cannot(next, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			msg := fmt.Sprintf("the job made %s, on the way to the protected path %s, a symlink", next, p)
+			if aside, err := moveAside(dfd, c, "paddock-created", jobID); err != nil {
+				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
+			} else {
+				msg += "; it is now " + filepath.Join(at, aside)
+			}
+			return msg
+		default:
+			return "" // nothing can be below a file
+		}
+		fd, err := unix.Openat(dfd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return cannot(next, err)
+		}
+		cur.Close()
+		cur, at = os.NewFile(uintptr(fd), next), next
+	}
+	return moveCreatedIn(int(cur.Fd()), p, jobID)
+}
+
+// moveCreatedIn is [moveCreatedUnder] for the one path p, its directory open
 // as dfd (p names it in the sentence returned).
 func moveCreatedIn(dfd int, p, jobID string) string {
 	base := filepath.Base(p)
@@ -604,7 +668,7 @@ func existsAt(dfd int, name string) bool {
 // paths, once every process of it has ended: a symlink that led to a
 // protected path and was replaced is put back ([ProtectedLink]), what it
 // created at a protected path that did not exist is moved aside
-// ([moveCreated]), and the placeholders bwrap made are removed
+// ([moveCreatedUnder]), and the placeholders bwrap made are removed
 // ([removePlaceholders]). It returns what it found, one sentence per
 // path for the attempt's reason, or "" when the command touched none; a
 // caller denies the attempt when it is not "". Everything is done in the
@@ -622,7 +686,7 @@ func (p Policy) AfterCommand(jobID string, w *ProtectWatch) string {
 		found = append(found, w.Stop())
 		links = w.currentLinks()
 	}
-	for _, s := range []string{restoreLinks(links, jobID), moveCreated(p.watchedPaths(), jobID)} {
+	for _, s := range []string{restoreLinks(links, jobID), moveCreatedUnder(p.Roots(), p.watchedPaths(), jobID)} {
 		if s != "" {
 			found = append(found, s)
 		}

@@ -199,4 +199,11 @@ func TestProtectGlobBounded(t *testing.T) {
 	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/modules/*/config"}})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, fmt.Sprintf(`protect ".git/modules/*/config" matches %d paths in %s, more than the %d`, maxProtectMatches+1, ws, maxProtectMatches))
+
+	// An absolute entry counts only its matches inside the job's roots:
+	// one workspace's directories do not refuse another's jobs.
+	other, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: other, Protect: []string{filepath.Join(ws, ".git", "modules", "*", "config")}})
+	require.NoError(t, err)
 }

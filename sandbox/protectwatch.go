@@ -69,6 +69,7 @@ type ProtectWatch struct {
 	dirs    map[int32][]*watchedDir // by watch descriptor
 	all     []*watchedDir           // every directory opened, closed by Stop
 	absent  []string                // every missing protected path, pending ones included
+	roots   []string                // the policy's writable roots
 	pending map[string]bool         // the pending ones ([Policy.pendingSet])
 
 	// active keeps Stop from closing the directories while an event is
@@ -138,7 +139,7 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 		d.pending = append(d.pending, t)
 	}
 	roots := p.Roots()
-	w := &ProtectWatch{jobID: jobID, absent: absent, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
+	w := &ProtectWatch{jobID: jobID, absent: absent, roots: p.Roots(), dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
 		tripped: make(chan struct{})}
 	for i, l := range w.links {
 		d := dir(filepath.Dir(l.Path))
@@ -338,7 +339,7 @@ func (w *ProtectWatch) recover() {
 	s := restoreLinks(w.links, w.jobID)
 	w.mu.Unlock()
 	w.record(s, false)
-	w.record(moveCreated(w.absent, w.jobID), false)
+	w.record(moveCreatedUnder(w.roots, w.absent, w.jobID), false)
 	var dirs []*watchedDir
 	for _, ds := range w.dirs {
 		dirs = append(dirs, ds...)
@@ -471,7 +472,7 @@ func (w *ProtectWatch) settleAll(why string, trip bool) {
 	s := restoreLinks(w.links, w.jobID)
 	w.mu.Unlock()
 	w.record(s, false)
-	w.record(moveCreated(w.absent, w.jobID), false)
+	w.record(moveCreatedUnder(w.roots, w.absent, w.jobID), false)
 	w.record(why, trip)
 }
 

@@ -436,6 +436,20 @@ func TestWatchProtectedPending(t *testing.T) {
 		require.Contains(t, msg, "the job created the protected path "+filepath.Join(ws, ".config", "git"))
 		require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
 	})
+	t.Run("symlink as the job ends", func(t *testing.T) {
+		t.Parallel()
+		ws, p := setup(t)
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, "cfg", "git"), 0o755))
+		w, err := (*ProtectWatchers)(nil).Watch(p, "P4")
+		require.NoError(t, err)
+		// Made just before the job's end: whether the watch or the
+		// check after the command sees it, it does not stay.
+		require.NoError(t, os.Symlink("cfg", filepath.Join(ws, ".config")))
+		msg := p.AfterCommand("P4", w)
+		require.Contains(t, msg, "the job made "+filepath.Join(ws, ".config")+", on the way to the protected path "+filepath.Join(ws, ".config", "git")+", a symlink")
+		_, err = os.Lstat(filepath.Join(ws, ".config"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+	})
 	t.Run("symlink on the way", func(t *testing.T) {
 		t.Parallel()
 		ws, p := setup(t)

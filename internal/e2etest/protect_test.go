@@ -345,10 +345,11 @@ echo evil > .ssh/rc`,
 			// directories' permissions: the worker gives them back to
 			// look (as root, it needs none).
 			name:   "unsearchable",
-			script: `mkdir -p .t/git && echo '[core]' > .t/git/config && chmod 000 .t && mv .t .config; echo evil > .bashrc; chmod 000 .`,
+			script: `mkdir -p .t/git .t/systemd/user && echo '[core]' > .t/git/config && echo x > .t/systemd/user/e.service && chmod 000 .t && mv .t .config; echo evil > .bashrc; chmod 000 .`,
 			check: func(ws string, j Job) {
 				require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
 				require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
+				require.NoDirExists(t, filepath.Join(ws, ".config", "systemd", "user"))
 				require.Contains(t, j.Reason, filepath.Join(ws, ".config", "git"))
 			},
 		}, {
