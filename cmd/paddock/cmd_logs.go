@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -148,7 +149,14 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 				}
 			}
 			if ok && f == nil && stored == nil && (at.Outcome == queue.OutcomeDenied || at.Outcome == queue.OutcomeRunnerFailed) {
-				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d left no output (%s): %s", j.ID, at.Number, at.Outcome, at.Reason)}
+				// A job the fence stopped ran (and made a protected
+				// path); one a hook, the policy or the sandbox refused did
+				// not.
+				verb := "never ran"
+				if strings.HasPrefix(at.Reason, "the fence:") {
+					verb = "left no output"
+				}
+				return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s attempt %d %s (%s): %s", j.ID, at.Number, verb, at.Outcome, at.Reason)}
 			}
 			if !ok {
 				if opts.Attempt != 0 {
