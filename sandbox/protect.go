@@ -140,19 +140,15 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 			// Resolution starts at base, canonical already: a root's own
 			// path needs no second walk.
 			base := root
-			var err error
 			if filepath.IsAbs(e) {
 				base = "/"
-				cands, err = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
+				cands = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
 			} else {
 				rel := filepath.Clean(e)
 				if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 					continue
 				}
-				cands, err = expandEntry(root, rel)
-			}
-			if err != nil {
-				return nil, nil, err
+				cands = expandEntry(root, rel)
 			}
 			if base == "/" {
 				// An absolute entry is this job's concern only where it
@@ -207,9 +203,9 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 // components up to the last one with a metacharacter, each followed by
 // the rest as written, which need not exist (a .git file's gitdir or a
 // missing hooks directory is resolved later).
-func expandEntry(base, rel string) ([]string, error) {
+func expandEntry(base, rel string) []string {
 	if !strings.ContainsAny(rel, `*?[\`) {
-		return []string{filepath.Join(base, rel)}, nil
+		return []string{filepath.Join(base, rel)}
 	}
 	parts := strings.Split(rel, "/")
 	last := 0
@@ -225,7 +221,7 @@ func expandEntry(base, rel string) ([]string, error) {
 	for i := range m {
 		m[i] = filepath.Join(base, m[i], rest)
 	}
-	return m, nil
+	return m
 }
 
 // maxProtectMatches bounds the paths one glob of the protect list may
@@ -528,26 +524,17 @@ func walkCreated(root, p, jobID string) string {
 	}
 	for _, c := range parts[:len(parts)-1] {
 		dfd, next := int(cur.Fd()), filepath.Join(at, c)
-		switch err := lookAt(dfd, c); {
+		var st unix.Stat_t
+		switch err := lookAt(dfd, c, &st); {
 		case errors.Is(err, unix.ENOENT):
 			return ""
 		case err != nil:
 			return cannot(next, err)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, c, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return cannot(next, err)
-		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 		case unix.S_IFLNK:
-			msg := fmt.Sprintf("the job made %s, on the way to the protected path %s, a symlink", next, p)
-			if aside, err := moveAside(dfd, c, "paddock-created", jobID); err != nil {
-				msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
-			} else {
-				msg += "; it is now " + filepath.Join(at, aside)
-			}
-			return msg
+			return symlinkOnTheWay(dfd, at, next, p, jobID)
 		default:
 			return "" // nothing can be below a file
 		}
@@ -564,20 +551,14 @@ func walkCreated(root, p, jobID string) string {
 // moveCreatedIn is [moveCreatedUnder] for the one path p, its directory open
 // as dfd (p names it in the sentence returned).
 func moveCreatedIn(dfd int, p, jobID string) string {
-	base := filepath.Base(p)
-	switch err := lookAt(dfd, base); {
+	var st unix.Stat_t
+	switch err := lookAt(dfd, filepath.Base(p), &st); {
 	case errors.Is(err, unix.ENOENT):
 		return ""
 	case err != nil:
 		return fmt.Sprintf("the job may have created the protected path %s, which paddock cannot look at (%v): check it before using that directory", p, err)
 	}
-	msg := fmt.Sprintf("the job created the protected path %s", p)
-	if aside, err := moveAside(dfd, base, "paddock-created", jobID); err != nil {
-		msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
-	} else {
-		msg += "; it is now " + filepath.Join(filepath.Dir(p), aside)
-	}
-	return msg
+	return moveAsideSaying(fmt.Sprintf("the job created the protected path %s", p), dfd, filepath.Dir(p), filepath.Base(p), jobID)
 }
 
 // asideName returns the name what a job left at base is moved to:
@@ -635,15 +616,14 @@ func readlinkAt(dfd int, name string, buf []byte) string {
 	return string(buf[:n])
 }
 
-// lookAt returns nil when name is an entry of the directory open as dfd
-// (not following a symlink), an error wrapping ENOENT when it is not,
-// and another error when it cannot tell. A directory whose owner took
-// away its own search permission (a job running as the worker's user
-// may, on its own workspace) is given it back (u+rwx): what is in it
-// must be looked at.
-func lookAt(dfd int, name string) error {
-	var st unix.Stat_t
-	err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+// lookAt stats name, an entry of the directory open as dfd, into st
+// (not following a symlink): nil when it is there, an error wrapping
+// ENOENT when it is not, another error when it cannot tell. A directory
+// whose owner took away its own search permission (a job running as the
+// worker's user may, on its own workspace) is given it back (u+rwx):
+// what is in it must be looked at.
+func lookAt(dfd int, name string, st *unix.Stat_t) error {
+	err := unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
 	if !errors.Is(err, unix.EACCES) {
 		return err
 	}
@@ -654,7 +634,25 @@ func lookAt(dfd int, name string) error {
 	if unix.Chmod("/proc/self/fd/"+strconv.Itoa(dfd), (dir.Mode&0o7777)|0o700) != nil {
 		return err
 	}
-	return unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// moveAsideSaying moves name, in the directory dir open as dfd, aside
+// ([moveAside]) and returns msg followed by where it went, or by why it
+// could not be moved.
+func moveAsideSaying(msg string, dfd int, dir, name, jobID string) string {
+	aside, err := moveAside(dfd, name, "paddock-created", jobID)
+	if err != nil {
+		return msg + fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
+	}
+	return msg + "; it is now " + filepath.Join(dir, aside)
+}
+
+// symlinkOnTheWay is the sentence for a symlink the job put at made, on
+// the way to the protected path t, moved aside from the directory dir
+// open as dfd: host tools would follow it to wherever it leads.
+func symlinkOnTheWay(dfd int, dir, made, t, jobID string) string {
+	return moveAsideSaying(fmt.Sprintf("the job made %s, on the way to the protected path %s, a symlink", made, t), dfd, dir, filepath.Base(made), jobID)
 }
 
 // existsAt reports whether name is an entry of the directory open as dfd

@@ -61,16 +61,15 @@ type watchedDir struct {
 // use; a nil *ProtectWatch (a policy with nothing to watch) watches
 // nothing.
 type ProtectWatch struct {
-	pool    *ProtectWatchers
-	in      *inotify
-	own     bool    // pool was made for this watch alone: Stop closes it
-	wds     []int32 // every watch descriptor added, each once
-	jobID   string
-	dirs    map[int32][]*watchedDir // by watch descriptor
-	all     []*watchedDir           // every directory opened, closed by Stop
-	absent  []string                // every missing protected path, pending ones included
-	roots   []string                // the policy's writable roots
-	pending map[string]bool         // the pending ones ([Policy.pendingSet])
+	pool   *ProtectWatchers
+	in     *inotify
+	own    bool    // pool was made for this watch alone: Stop closes it
+	wds    []int32 // every watch descriptor added, each once
+	jobID  string
+	dirs   map[int32][]*watchedDir // by watch descriptor
+	all    []*watchedDir           // every directory opened, closed by Stop
+	absent []string                // every missing protected path, pending ones included
+	roots  []string                // the policy's writable roots
 
 	// active keeps Stop from closing the directories while an event is
 	// handled through them (RLock, by the instance's reader; events of
@@ -139,7 +138,7 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 		d.pending = append(d.pending, t)
 	}
 	roots := p.Roots()
-	w := &ProtectWatch{jobID: jobID, absent: absent, roots: p.Roots(), dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
+	w := &ProtectWatch{jobID: jobID, absent: absent, roots: roots, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
 		tripped: make(chan struct{})}
 	for i, l := range w.links {
 		d := dir(filepath.Dir(l.Path))
@@ -335,18 +334,15 @@ func (w *ProtectWatch) recover() {
 	if w.stopped {
 		return
 	}
-	w.mu.Lock()
-	s := restoreLinks(w.links, w.jobID)
-	w.mu.Unlock()
-	w.record(s, false)
-	w.record(moveCreatedUnder(w.roots, w.absent, w.jobID), false)
+	w.settle()
 	var dirs []*watchedDir
 	for _, ds := range w.dirs {
 		dirs = append(dirs, ds...)
 	}
+	var st unix.Stat_t
 	for _, d := range dirs {
 		for _, t := range d.pending {
-			if next := nextEntry(d.path, t); lookAt(int(d.f.Fd()), next) == nil {
+			if next := nextEntry(d.path, t); lookAt(int(d.f.Fd()), next, &st) == nil {
 				w.settlePending(d, next, t)
 			}
 		}
@@ -372,15 +368,9 @@ func (w *ProtectWatch) lost(why string) {
 // any way trips it too, and is put back unless unchanged.
 func (w *ProtectWatch) settleName(d *watchedDir, name string, mask uint32) {
 	for _, a := range d.absent {
-		if filepath.Base(a) != name || mask&(unix.IN_CREATE|unix.IN_MOVED_TO) == 0 {
-			continue
+		if filepath.Base(a) == name && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+			w.created(int(d.f.Fd()), a)
 		}
-		w.trip()
-		msg := moveCreatedIn(int(d.f.Fd()), a, w.jobID)
-		if msg == "" {
-			msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", a)
-		}
-		w.record(msg, true)
 	}
 	if mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
 		for _, t := range d.pending {
@@ -416,39 +406,26 @@ func (w *ProtectWatch) settlePending(d *watchedDir, name, t string) {
 	dfd := int(d.f.Fd())
 	made := filepath.Join(d.path, name)
 	if made == t {
-		w.trip()
-		msg := moveCreatedIn(dfd, t, w.jobID)
-		if msg == "" {
-			msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", t)
-		}
-		w.record(msg, true)
+		w.created(dfd, t)
 		return
 	}
 	var st unix.Stat_t
-	if err := lookAt(dfd, name); errors.Is(err, unix.ENOENT) {
+	switch err := lookAt(dfd, name, &st); {
+	case errors.Is(err, unix.ENOENT):
 		return // gone again: nothing leads to t
-	} else if err != nil {
+	case err != nil:
 		w.trip()
 		w.record(fmt.Sprintf("%s, on the way to the protected path %s, cannot be looked at (%v), so the job was stopped", made, t, err), true)
-		return
-	}
-	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 	case unix.S_IFLNK:
 		w.trip()
-		msg := fmt.Sprintf("the job made %s, on the way to the protected path %s, a symlink", made, t)
-		if aside, err := moveAside(dfd, name, "paddock-created", w.jobID); err != nil {
-			msg += fmt.Sprintf("; moving it aside failed: %v: remove it before using that directory", err)
-		} else {
-			msg += "; it is now " + filepath.Join(d.path, aside)
-		}
-		w.record(msg, true)
+		w.record(symlinkOnTheWay(dfd, d.path, made, t, w.jobID), true)
 		return
 	default:
-		return
+		return // nothing can be below a file
 	}
 	nd := &watchedDir{path: made, pending: []string{t}}
 	err := w.pool.addWatch(w, nd)
@@ -468,12 +445,31 @@ func (w *ProtectWatch) settlePending(d *watchedDir, name, t string) {
 // records what it did; why, when not "", is recorded as well, and trips
 // the watch when trip is set.
 func (w *ProtectWatch) settleAll(why string, trip bool) {
+	w.settle()
+	w.record(why, trip)
+}
+
+// settle puts back every changed link and moves aside every missing
+// path made, by path ([restoreLinks], [moveCreatedUnder]), recording
+// what it did; something found trips the watch.
+func (w *ProtectWatch) settle() {
 	w.mu.Lock()
 	s := restoreLinks(w.links, w.jobID)
 	w.mu.Unlock()
 	w.record(s, false)
 	w.record(moveCreatedUnder(w.roots, w.absent, w.jobID), false)
-	w.record(why, trip)
+}
+
+// created trips the watch for t, a missing protected path made in the
+// directory open as dfd, and moves it aside: said even when it is gone
+// again (a job that makes it and takes it away is stopped as well).
+func (w *ProtectWatch) created(dfd int, t string) {
+	w.trip()
+	msg := moveCreatedIn(dfd, t, w.jobID)
+	if msg == "" {
+		msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", t)
+	}
+	w.record(msg, true)
 }
 
 // record keeps s for the reason and trips the watch when s is not "" (or
