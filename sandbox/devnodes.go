@@ -73,12 +73,9 @@ func PrepareDeviceNodes(dir string) error {
 		return fmt.Errorf("sandbox: device nodes: %w", err)
 	}
 	for _, n := range substituteNodes {
-		var host unix.Stat_t
-		if err := unix.Stat("/dev/"+n, &host); err != nil {
-			return fmt.Errorf("sandbox: device nodes: /dev/%s: %w", n, err)
-		}
-		if host.Mode&unix.S_IFMT != unix.S_IFCHR {
-			return fmt.Errorf("sandbox: device nodes: /dev/%s is not a character device", n)
+		host, err := hostDevice(n)
+		if err != nil {
+			return err
 		}
 		p := filepath.Join(dir, n)
 		right := func() bool {
@@ -95,7 +92,7 @@ func PrepareDeviceNodes(dir string) error {
 			return fmt.Errorf("sandbox: device nodes: mknod %s: %w", tmp, err)
 		}
 		// mknod applies the umask; the mode is set again, then the owner.
-		err := unix.Chmod(tmp, 0o666)
+		err = unix.Chmod(tmp, 0o666)
 		if err == nil {
 			err = unix.Lchown(tmp, nobodyID, nobodyID)
 		}
@@ -125,6 +122,19 @@ func PrepareDeviceNodes(dir string) error {
 		return fmt.Errorf("sandbox: device nodes: %w", err)
 	}
 	return f.Close()
+}
+
+// hostDevice stats the host's /dev/n, which must be a character device:
+// the node whose device number a substitute or a job's own node takes.
+func hostDevice(n string) (unix.Stat_t, error) {
+	var host unix.Stat_t
+	if err := unix.Stat("/dev/"+n, &host); err != nil {
+		return host, fmt.Errorf("sandbox: device nodes: /dev/%s: %w", n, err)
+	}
+	if host.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return host, fmt.Errorf("sandbox: device nodes: /dev/%s is not a character device", n)
+	}
+	return host, nil
 }
 
 // StartWithDeviceNodes starts cmd (cmd.Start) in a mount namespace of its
@@ -244,12 +254,9 @@ func makeDevTree(dir string) error {
 		return fmt.Errorf("sandbox: device nodes: %s is not the tmpfs just mounted there", dir)
 	}
 	for _, n := range substituteNodes {
-		var host unix.Stat_t
-		if err := unix.Stat("/dev/"+n, &host); err != nil {
-			return fail("/dev/"+n, err)
-		}
-		if host.Mode&unix.S_IFMT != unix.S_IFCHR {
-			return fmt.Errorf("sandbox: device nodes: /dev/%s is not a character device", n)
+		host, err := hostDevice(n)
+		if err != nil {
+			return err
 		}
 		if err := unix.Mknodat(dfd, n, unix.S_IFCHR|0o666, int(host.Rdev)); err != nil {
 			return fail("mknod "+n, err)
