@@ -340,3 +340,17 @@ const MaxFileBytes = 64 << 20
 func readFile(path string) ([]byte, error) {
 	return filekind.ReadFile(path, nil, MaxFileBytes, "a job file")
 }
+
+// Groups returns the distinct groups specs name (Spec.Group, "" left
+// out), in the order they first appear.
+func Groups(specs []Spec) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, sp := range specs {
+		if sp.Group != "" && !seen[sp.Group] {
+			seen[sp.Group] = true
+			out = append(out, sp.Group)
+		}
+	}
+	return out
+}

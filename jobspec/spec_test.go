@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,17 @@ func TestParseRunAt(t *testing.T) {
 		require.ErrorContains(t, err, "f.toml:3", v)
 		require.ErrorContains(t, err, "run_at", v)
 		require.ErrorContains(t, err, msg, v)
+	}
+}
+
+// TestGroups: each group once, in the order first named; no group is
+// none.
+func TestGroups(t *testing.T) {
+	specs := []jobspec.Spec{{Group: "b"}, {}, {Group: "a"}, {Group: "b"}, {Group: "c"}, {Group: "a"}}
+	if got := jobspec.Groups(specs); !slices.Equal(got, []string{"b", "a", "c"}) {
+		t.Fatalf("Groups = %q", got)
+	}
+	if got := jobspec.Groups([]jobspec.Spec{{}, {}}); got != nil {
+		t.Fatalf("Groups of no group = %q", got)
 	}
 }

@@ -272,14 +272,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, src *enqueueRows) error {
 // jobs go in gated. No query when no spec has a group.
 func gatedGroups(ctx context.Context, tx pgx.Tx, specs []jobspec.Spec) (map[string]bool, error) {
 	out := map[string]bool{}
-	var names []string
-	for _, sp := range specs {
-		if sp.Group != "" && !out[sp.Group] {
-			out[sp.Group] = true
-			names = append(names, sp.Group)
-		}
-	}
-	clear(out)
+	names := jobspec.Groups(specs)
 	if len(names) == 0 {
 		return out, nil
 	}

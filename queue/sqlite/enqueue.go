@@ -248,14 +248,7 @@ func insertJobsSQL(rows int) string {
 // has a group.
 func gatedGroups(ctx context.Context, tx *sql.Tx, specs []jobspec.Spec) (map[string]bool, error) {
 	out := map[string]bool{}
-	var names []string
-	for _, sp := range specs {
-		if sp.Group != "" && !out[sp.Group] {
-			out[sp.Group] = true
-			names = append(names, sp.Group)
-		}
-	}
-	clear(out)
+	names := jobspec.Groups(specs)
 	if len(names) == 0 {
 		return out, nil
 	}
