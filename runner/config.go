@@ -96,11 +96,10 @@ type Config struct {
 	// was looked at and is missing ("" when none). Not a key.
 	Path string `toml:"-"`
 
-	// hookLines[i] is the line of Hooks[i]'s [[hook]] header in the file
-	// at Path (at chainPath when set); absent when unknown.
-	hookLines []int
-	// hookKeyLines[i] are the lines of Hooks[i]'s keys, by key.
-	hookKeyLines []map[string]int
+	// hookLines[i] are the lines of Hooks[i]'s keys in the file at Path
+	// (at chainPath when set), by key, its [[hook]] header's under "";
+	// absent when unknown ([hookLinesOf]).
+	hookLines []map[string]int
 	// chainPath is the file the [[hook]] tables came from when it is not
 	// Path: the queue's policy's ([Config.WithPolicyChain]).
 	chainPath string
@@ -124,18 +123,20 @@ func (c Config) hookAt(i int, key string) string {
 	switch {
 	case path == "":
 		return ""
-	case i < len(c.hookKeyLines) && c.hookKeyLines[i][key] > 0:
-		return path + ":" + strconv.Itoa(c.hookKeyLines[i][key])
-	case i < len(c.hookLines) && c.hookLines[i] > 0:
-		return path + ":" + strconv.Itoa(c.hookLines[i])
+	case i >= len(c.hookLines):
+		return path
+	case c.hookLines[i][key] > 0:
+		return path + ":" + strconv.Itoa(c.hookLines[i][key])
+	case c.hookLines[i][""] > 0:
+		return path + ":" + strconv.Itoa(c.hookLines[i][""])
 	}
 	return path
 }
 
-// hookKeyLinesOf returns the lines of the keys of the (i+1)th [[hook]]
-// table in kl.
-func hookKeyLinesOf(kl tomlfile.Lines, i int) map[string]int {
-	m := map[string]int{}
+// hookLinesOf returns the lines of the (i+1)th [[hook]] table of kl: its
+// header's under "", each key's under the key.
+func hookLinesOf(kl tomlfile.Lines, i int) map[string]int {
+	m := map[string]int{"": kl["hook."+strconv.Itoa(i)]}
 	for _, k := range hookKeys {
 		if l := kl["hook."+strconv.Itoa(i)+"."+k]; l > 0 {
 			m[k] = l
@@ -332,8 +333,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	}
 	c.Path = path
 	for i := range c.Hooks {
-		c.hookLines = append(c.hookLines, kl["hook."+strconv.Itoa(i)])
-		c.hookKeyLines = append(c.hookKeyLines, hookKeyLinesOf(kl, i))
+		c.hookLines = append(c.hookLines, hookLinesOf(kl, i))
 	}
 	dir := filepath.Dir(path)
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
@@ -511,7 +511,7 @@ func (c Config) CheckHookNames(file string, source []byte, specs []jobspec.Spec)
 // a hook name p's file and the hook's line there ([Config.ChainSource]),
 // not c's file.
 func (c Config) WithPolicyChain(p Policy) Config {
-	c.Hooks, c.hookLines, c.hookKeyLines, c.chainPath = slices.Clone(p.Hooks), slices.Clone(p.hookLines), slices.Clone(p.hookKeyLines), p.Path
+	c.Hooks, c.hookLines, c.chainPath = slices.Clone(p.Hooks), slices.Clone(p.hookLines), p.Path
 	if c.chainPath == "" {
 		c.chainPath = "the queue's policy"
 	}

@@ -123,8 +123,9 @@ func (d deviceNodes) devTree() string {
 // and made or repaired, before each job ([sandbox.PrepareDeviceNodes]:
 // a dozen stat(2) calls). Whether bwrap can start over them
 // ([sandbox.CheckDeviceNamespace]) is found once; where it cannot (no
-// CAP_SYS_ADMIN) the argv binds them.
-func (e *Executor) deviceNodes() (deviceNodes, error) {
+// CAP_SYS_ADMIN) the argv binds them; where it can, a job at grade g
+// full gets a whole /dev made there (tree).
+func (e *Executor) deviceNodes(g sandbox.Grade) (deviceNodes, error) {
 	e.devNodesOnce.Do(func() { e.devNodesDir = e.fence().DeviceNodes() })
 	d := deviceNodes{dir: e.devNodesDir}
 	if d.dir == "" {
@@ -135,6 +136,7 @@ func (e *Executor) deviceNodes() (deviceNodes, error) {
 	}
 	e.devNSOnce.Do(func() { e.devNS = sandbox.CheckDeviceNamespace(d.dir) == nil })
 	d.ns = e.devNS
+	d.tree = d.ns && g == sandbox.GradeFull
 	return d, nil
 }
 
@@ -370,10 +372,9 @@ func (e *Executor) Execute(ctx context.Context, p ExecParams) queue.Attempt {
 	}
 	var devNodes deviceNodes
 	if confined {
-		if devNodes, err = e.deviceNodes(); err != nil {
+		if devNodes, err = e.deviceNodes(d.Grade); err != nil {
 			return finish(queue.OutcomeRunnerFailed, "not run: "+err.Error())
 		}
-		devNodes.tree = devNodes.ns && d.Grade == sandbox.GradeFull
 	}
 	argv, err := sandbox.Build(sandbox.ConfineParams{Argv: final.Argv, Policy: policy, Discovery: d, RootFDs: rootFDs, ProtectFDs: protectFDs, DeviceNodes: devNodes.argvDir(), DevTree: devNodes.devTree()})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"paddock/hooks"
@@ -97,9 +96,8 @@ type Policy struct {
 	// with no policy set).
 	SHA256 string `toml:"-"`
 
-	hookLines    []int
-	hookKeyLines []map[string]int
-	lines        tomlfile.Lines
+	hookLines []map[string]int
+	lines     tomlfile.Lines
 }
 
 // ErrPolicy marks every error ParsePolicy returns for a bad policy file.
@@ -148,8 +146,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	p.Path, p.SHA256, p.lines = path, hex.EncodeToString(sum[:]), kl
 	dir := filepath.Dir(path)
 	for i := range p.Hooks {
-		p.hookLines = append(p.hookLines, kl["hook."+strconv.Itoa(i)])
-		p.hookKeyLines = append(p.hookKeyLines, hookKeyLinesOf(kl, i))
+		p.hookLines = append(p.hookLines, hookLinesOf(kl, i))
 		if p.Hooks[i].Path != "" && !filepath.IsAbs(p.Hooks[i].Path) {
 			p.Hooks[i].Path = filepath.Join(dir, p.Hooks[i].Path)
 		}
@@ -208,7 +205,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	}
 	// The [[hook]] tables are a config's: checked by the config's rules,
 	// and each must pin its module's bytes.
-	c := Config{Hooks: p.Hooks, Path: path, hookLines: p.hookLines, hookKeyLines: p.hookKeyLines}.WithDefaults()
+	c := Config{Hooks: p.Hooks, Path: path, hookLines: p.hookLines}.WithDefaults()
 	for _, pr := range c.validate() {
 		if pr.hook >= 0 {
 			problems = append(problems, c.hookAt(pr.hook, pr.key)+": "+pr.msg)
@@ -273,7 +270,7 @@ func (p Policy) HookConfigs() []hooks.Config { return Config{Hooks: p.Hooks}.Hoo
 // compiling: the module file exists and its bytes match sha256. Errors
 // name the policy file and the hook's line; they wrap [ErrPolicy].
 func (p Policy) CheckHooks() error {
-	if problems := (Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines, hookKeyLines: p.hookKeyLines}).hookProblems(); len(problems) > 0 {
+	if problems := (Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}).hookProblems(); len(problems) > 0 {
 		return fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(problems, "\n  "))
 	}
 	return nil
