@@ -82,6 +82,7 @@ type ProtectWatch struct {
 	mu    sync.Mutex
 	links []ProtectedLink // as last put back; guarded by mu
 	found []string        // one sentence per change, for the attempt's reason
+	moved map[string]bool // the missing paths moved aside; guarded by mu
 
 	tripOnce sync.Once
 	tripped  chan struct{}
@@ -139,7 +140,7 @@ func (ws *ProtectWatchers) Watch(p Policy, jobID string) (*ProtectWatch, error) 
 	}
 	roots := p.Roots()
 	w := &ProtectWatch{jobID: jobID, absent: absent, roots: roots, dirs: map[int32][]*watchedDir{}, links: p.protectedLinks(),
-		tripped: make(chan struct{})}
+		tripped: make(chan struct{}), moved: map[string]bool{}}
 	for i, l := range w.links {
 		d := dir(filepath.Dir(l.Path))
 		d.links = append(d.links, i)
@@ -466,7 +467,19 @@ func (w *ProtectWatch) settle() {
 func (w *ProtectWatch) created(dfd int, t string) {
 	w.trip()
 	msg := moveCreatedIn(dfd, t, w.jobID)
-	if msg == "" {
+	w.mu.Lock()
+	seen := w.moved[t]
+	if msg != "" {
+		w.moved[t] = true
+	}
+	w.mu.Unlock()
+	switch {
+	case msg == "" && seen:
+		// The event of what was moved aside already (a directory made
+		// on the way is looked into when it is watched, and its events
+		// follow).
+		return
+	case msg == "":
 		msg = fmt.Sprintf("the job created the protected path %s, gone again when paddock looked", t)
 	}
 	w.record(msg, true)

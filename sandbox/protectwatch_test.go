@@ -88,6 +88,27 @@ func TestWatchProtected(t *testing.T) {
 		<-w.Tripped()
 		require.Contains(t, p.AfterCommand("J12", w), "the job created the protected path "+filepath.Join(ws, ".bashrc")+", gone again when paddock looked")
 	})
+	t.Run("event after the move", func(t *testing.T) {
+		t.Parallel()
+		ws, p := watchSetup(t)
+		w, err := (*ProtectWatchers)(nil).Watch(p, "J15")
+		require.NoError(t, err)
+		rc := filepath.Join(ws, ".bashrc")
+		require.NoError(t, os.WriteFile(rc, nil, 0o644))
+		<-w.Tripped()
+		// A second event for the path moved aside already (as when a
+		// directory made on the way was looked into before its own
+		// events came): no second, contradicting sentence.
+		dir, err := OpenNoSymlinks(ws)
+		require.NoError(t, err)
+		defer dir.Close()
+		w.active.RLock()
+		w.created(int(dir.Fd()), rc)
+		w.active.RUnlock()
+		msg := p.AfterCommand("J15", w)
+		require.Contains(t, msg, "the job created the protected path "+rc+"; it is now")
+		require.NotContains(t, msg, "gone again")
+	})
 	t.Run("aside name taken", func(t *testing.T) {
 		t.Parallel()
 		ws, p := watchSetup(t)
@@ -434,6 +455,9 @@ func TestWatchProtectedPending(t *testing.T) {
 		<-w.Tripped()
 		msg := p.AfterCommand("P2", w)
 		require.Contains(t, msg, "the job created the protected path "+filepath.Join(ws, ".config", "git"))
+		// Moved aside when .config was first looked into, its own
+		// event after: never also "gone again".
+		require.NotContains(t, msg, "gone again")
 		require.NoDirExists(t, filepath.Join(ws, ".config", "git"))
 	})
 	t.Run("symlink as the job ends", func(t *testing.T) {
