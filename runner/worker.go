@@ -342,7 +342,11 @@ func drainBlocked(ctx context.Context, st queue.Store, queued int) string {
 		}
 	}
 	if held > 0 && held == queued {
-		return fmt.Sprintf("every queued job is in a paused group (%s): run `paddock resume --group NAME`", strings.Join(names, ", "))
+		resume := make([]string, len(names))
+		for i, n := range names {
+			resume[i] = "`paddock resume --group " + n + "`"
+		}
+		return fmt.Sprintf("every queued job is in a paused group (%s): run %s", strings.Join(names, ", "), strings.Join(resume, ", "))
 	}
 	return ""
 }

@@ -210,7 +210,7 @@ command = "true"
 	// The group is paused: drain says so once the rest is done.
 	_, errOut, code = b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, "paused group (gpu)")
+	require.Contains(t, errOut, "paused group (gpu): run `paddock resume --group gpu`")
 	jobs = listTimes(b)
 	require.Equal(t, "succeeded", jobs["later"].State)
 	require.False(t, parseNano(t, jobs["later"].Started).Before(due), "not started before it was due")
