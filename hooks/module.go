@@ -124,7 +124,7 @@ func readModule(cfg Config) (wasm []byte, digest string, err error) {
 	sum := sha256.Sum256(wasm)
 	digest = hex.EncodeToString(sum[:])
 	if cfg.SHA256 != "" && cfg.SHA256 != digest {
-		return nil, "", fmt.Errorf("%w: hook %q (%s): file has %s, config expects %s", ErrSHA256Mismatch, cfg.Name, cfg.Path, digest, cfg.SHA256)
+		return nil, "", fmt.Errorf("%w: hook %q (%s): file has %s, its sha256 key says %s", ErrSHA256Mismatch, cfg.Name, cfg.Path, digest, cfg.SHA256)
 	}
 	return wasm, digest, nil
 }

@@ -459,7 +459,7 @@ func TestE2EConfigRefusedEverywhere(t *testing.T) {
 		line             int
 	}{
 		{"missing module", `path = "` + filepath.Join(b.Dir, "nowhere.wasm") + `"`, "no such file or directory", 7},
-		{"digest", `path = "` + module + `"` + "\nsha256 = \"" + zeros + `"`, "config expects " + zeros, 8},
+		{"digest", `path = "` + module + `"` + "\nsha256 = \"" + zeros + `"`, "its sha256 key says " + zeros, 8},
 		{"malformed digest", `path = "` + module + `"` + "\nsha256 = \"abc\"", `: hook "h": sha256: "abc" is not 64 hex digits`, 8},
 		{"field", `path = "` + module + `"` + "\nmode = \"enforc\"", `: hook "h": mode: want "enforce" or "monitor", got "enforc"`, 8},
 	} {

@@ -95,7 +95,7 @@ func waitJobs(ctx context.Context, a *app, ids []string, timeout time.Duration, 
 			running, err := a.store.JobList(ctx, &queue.JobListParams{IDs: pending, States: []queue.JobState{queue.StateRunning}})
 			if err == nil && len(running) == 0 && len(final) == 0 && !asJSON {
 				clearBar(bar)
-				fmt.Fprintf(os.Stderr, "paddock: still waiting: none of the %d job(s) has started; is a worker running on this state directory (paddock worker)? paddock ls shows why a queued job waits\n", len(pending))
+				fmt.Fprintf(os.Stderr, "paddock: still waiting: none of the %d job(s) has started; is a worker running on this state directory (paddock worker)?\n", len(pending))
 			}
 		}
 		wake.SetGap(gap)
