@@ -62,6 +62,41 @@ var keyIndex = func() map[string]int {
 	return m
 }()
 
+// keySynonyms maps names other job runners and CI systems give a job
+// table's settings to paddock's key, for the "did you mean" of an unknown
+// key: spelling distance alone does not lead from "argv" to "command".
+var keySynonyms = map[string]string{
+	"argv":        "command",
+	"args":        "command",
+	"cmd":         "command",
+	"run":         "command",
+	"script":      "command",
+	"retry":       "retries",
+	"max_retries": "retries",
+	"attempts":    "retries",
+	"environment": "env",
+	"workdir":     "cwd",
+	"working_dir": "cwd",
+	"dir":         "cwd",
+	"tags":        "labels",
+	"depends_on":  "after",
+	"needs":       "after",
+	"cron":        "schedule",
+	"tz":          "timezone",
+	"queue":       "group",
+	"sandbox":     "mode",
+}
+
+// keyHint is the " (did you mean ...?)" of the unknown key k among cands
+// (the keys valid where k was found): a known synonym's key, else the
+// nearest by spelling ([suggest.DidYouMean]), else "".
+func keyHint(k string, cands []string) string {
+	if to, ok := keySynonyms[strings.ToLower(k)]; ok && slices.Contains(cands, to) {
+		return fmt.Sprintf(" (did you mean %q?)", to)
+	}
+	return suggest.DidYouMean(k, cands)
+}
+
 // KeyNames returns the keys of a job table, in the order of docs/job-files.md.
 func KeyNames() []string {
 	out := make([]string, len(jobKeys))
@@ -94,7 +129,7 @@ func (p *parser) fields(m map[string]any, sc scope, isDefaults bool) fieldSet {
 			if sc.kind == scopeFile {
 				cands = append(cands, "defaults", "job")
 			}
-			p.at(sc, k, "unknown key"+suggest.DidYouMean(k, cands))
+			p.at(sc, k, "unknown key"+keyHint(k, cands))
 			continue
 		}
 		if isDefaults && jobKeys[i].inherit == nil {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"paddock/internal/suggest"
 	"paddock/internal/tomlfile"
 )
 
@@ -209,7 +208,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		if k != "job" && k != "defaults" {
 			msg := "unexpected top-level key in a file with [[job]] tables: job fields go inside [[job]] or [defaults]"
 			if _, ok := keyIndex[k]; !ok {
-				msg = "unknown key" + suggest.DidYouMean(k, append(KeyNames(), "job", "defaults")) + "; in a file with [[job]] tables, job fields go inside [[job]] or [defaults]"
+				msg = "unknown key" + keyHint(k, append(KeyNames(), "job", "defaults")) + "; in a file with [[job]] tables, job fields go inside [[job]] or [defaults]"
 			}
 			p.at(top, k, msg)
 		}
