@@ -263,6 +263,37 @@ func expand(l *[]string, def []string) []string {
 	return out
 }
 
+// Warnings are what a policy sets that is valid but likely not meant,
+// one sentence each, naming the file and line: today a non-empty hide or
+// protect list without [DefaultSetMarker], which drops the default list
+// (`protect = [".env"]` protects .env and no longer .git/hooks). An empty
+// list (`protect = []`) is the documented way to drop the defaults and is
+// not warned of. Nil when there is nothing to say.
+func (p Policy) Warnings() []string {
+	var out []string
+	for _, key := range []string{"hide", "protect"} {
+		list, def, verb := p.Hide, DefaultHide, "hidden"
+		if key == "protect" {
+			list, def, verb = p.Protect, DefaultProtect, "protected"
+		}
+		if list == nil || len(*list) == 0 || slices.Contains(*list, DefaultSetMarker) {
+			continue
+		}
+		where := p.Path
+		if l := p.lines[key]; l > 0 {
+			where = fmt.Sprintf("%s:%d", p.Path, l)
+		}
+		out = append(out, fmt.Sprintf("%s: %s: the list does not include %q, so the %d default entries (%s, …) are not %s; add %q to the list to keep them",
+			where, key, DefaultSetMarker, len(def), strings.Join(def[:3], ", "), verb, DefaultSetMarker))
+	}
+	return out
+}
+
+// PlaceChainError is [Config.PlaceChainError] for the policy's chain.
+func (p Policy) PlaceChainError(err error) error {
+	return Config{Hooks: p.Hooks, Path: p.Path, hookLines: p.hookLines}.PlaceChainError(err)
+}
+
 // HookConfigs is the policy's chain in the hooks package's form.
 func (p Policy) HookConfigs() []hooks.Config { return Config{Hooks: p.Hooks}.HookConfigs() }
 

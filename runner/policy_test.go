@@ -60,6 +60,27 @@ func TestParsePolicyDefaultsAndLists(t *testing.T) {
 	require.Equal(t, DefaultProtect, d.ProtectList())
 }
 
+func TestPolicyWarnsOfDroppedDefaults(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePolicy("/etc/p.toml", []byte("max_mode = \"read_only\"\n\nprotect = [\"*.pem\"]\nhide = [\"/srv/secret\"]\n"))
+	require.NoError(t, err)
+	w := p.Warnings()
+	require.Len(t, w, 2)
+	require.Contains(t, w[0], `/etc/p.toml:4: hide: the list does not include "@default", so the 13 default entries (~/.ssh, ~/.gnupg, ~/.aws, …) are not hidden`)
+	require.Contains(t, w[1], `/etc/p.toml:3: protect: the list does not include "@default"`)
+	require.Contains(t, w[1], "are not protected")
+	for _, text := range []string{
+		"protect = [\"@default\", \"*.pem\"]\n",
+		"protect = []\nhide = []\n", // the documented way to drop them
+		"max_mode = \"read_only\"\n",
+	} {
+		p, err := ParsePolicy("/etc/p.toml", []byte(text))
+		require.NoError(t, err)
+		require.Empty(t, p.Warnings(), text)
+	}
+	require.Empty(t, DefaultPolicy().Warnings())
+}
+
 func TestPolicyJudge(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()

@@ -87,6 +87,9 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 	// refused here, not by every process after it is set.
 	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{Hooks: pol.HookConfigs()})
 	if err != nil {
+		if placed := pol.PlaceChainError(err); placed != err {
+			return &usageError{placed}
+		}
 		return usagef("policy %s: %w", abs, err)
 	}
 	defer chain.Close(context.WithoutCancel(ctx))
@@ -108,6 +111,9 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return writeJSON(cmd.OutOrStdout(), policyViewOf(pol, &set))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "policy set from %s (sha256 %s)\n", abs, set.SHA256)
+	for _, w := range pol.Warnings() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", w)
+	}
 	return nil
 }
 
@@ -126,6 +132,9 @@ type policyView struct {
 	Protect        []string         `json:"protect"`
 	Hooks          []policyHookView `json:"hooks"`
 	Source         string           `json:"source,omitempty"`
+	// Warnings: [runner.Policy.Warnings], e.g. a protect list that drops
+	// the defaults.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type policyHookView struct {
@@ -137,7 +146,8 @@ type policyHookView struct {
 func policyViewOf(p runner.Policy, stored *queue.Policy) policyView {
 	v := policyView{MessageType: "policy", MaxMode: p.MaxMode, AllowNetwork: p.AllowNetwork,
 		WorkspaceRoots: append([]string{}, p.WorkspaceRoots...), UnixSockets: p.UnixSockets,
-		Hide: append([]string{}, p.HideList()...), Protect: append([]string{}, p.ProtectList()...), Hooks: []policyHookView{}}
+		Hide: append([]string{}, p.HideList()...), Protect: append([]string{}, p.ProtectList()...), Hooks: []policyHookView{},
+		Warnings: p.Warnings()}
 	for _, h := range p.Hooks {
 		v.Hooks = append(v.Hooks, policyHookView{Name: h.Name, Path: h.Path, SHA256: h.SHA256})
 	}
@@ -195,6 +205,9 @@ func printPolicy(w io.Writer, v policyView, cfg runner.Config) {
 	fmt.Fprintf(w, "unix_sockets     %s\n", map[bool]string{true: "jobs may ask for them", false: "refused"}[v.UnixSockets])
 	fmt.Fprintf(w, "hide      %s\n", listOrNone(v.Hide))
 	fmt.Fprintf(w, "protect   %s  (read-only inside every writable root)\n", listOrNone(v.Protect))
+	for _, warn := range v.Warnings {
+		fmt.Fprintf(w, "warning   %s\n", warn)
+	}
 	switch {
 	case len(v.Hooks) > 0:
 		fmt.Fprintln(w, "hooks     (every process running this queue's jobs loads these modules, byte for byte)")
