@@ -78,6 +78,22 @@ var (
 	ErrWiden = errors.New("hooks: adjustment widens the sandbox")
 )
 
+// SettingsError is a hook's refusal of its settings ([ErrSettings]),
+// as [NewChain] reports it: its text is "hooks: settings refused: hook
+// NAME: MSG", where Msg is the hook's own message (or what went wrong
+// while it checked them), so that a caller can point at the line of the
+// hook's settings.
+type SettingsError struct {
+	Hook, Msg string
+}
+
+func (e *SettingsError) Error() string {
+	return ErrSettings.Error() + ": hook " + strconv.Quote(e.Hook) + ": " + e.Msg
+}
+
+// Unwrap returns [ErrSettings].
+func (e *SettingsError) Unwrap() error { return ErrSettings }
+
 // ConfigError is a [Config] field that is invalid, as [Config.Check] and
 // [NewChain] report it: it wraps [ErrConfig], and its text is
 // "hooks: invalid config: hook NAME: FIELD: MSG". Field is the TOML key

@@ -91,7 +91,7 @@ func parseSettingsAnswer(data []byte) (a settingsAnswer, isAnswer bool, err erro
 // its settings, which is allowed: it loads as before. A module of neither
 // ABI, or a reactor without the export, is not asked.
 //
-// The error wraps ErrSettings and names the hook.
+// The error is a *[SettingsError].
 func (h *hook) checkSettings(ctx context.Context) error {
 	if h.abi == ABINone || (h.abi == ABIReactor && !h.validates) {
 		return nil
@@ -100,11 +100,11 @@ func (h *hook) checkSettings(ctx context.Context) error {
 		Version: WireVersion, ValidateSettings: true,
 		Hook: wireRequestHook{Name: h.cfg.Name, Settings: h.settings},
 	})
-	if err != nil {
-		return fmt.Errorf("%w: hook %q: encoding the request: %w", ErrSettings, h.cfg.Name, err)
-	}
 	refused := func(format string, args ...any) error {
-		return fmt.Errorf("%w: hook %q: %s", ErrSettings, h.cfg.Name, fmt.Sprintf(format, args...))
+		return &SettingsError{Hook: h.cfg.Name, Msg: fmt.Sprintf(format, args...)}
+	}
+	if err != nil {
+		return refused("encoding the request: %v", err)
 	}
 	var out []byte
 	if h.abi == ABICommand {

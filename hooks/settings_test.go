@@ -95,7 +95,7 @@ func TestExampleHooksCheckSettings(t *testing.T) {
 		contains string
 	}{
 		{"denylist", map[string]any{"deny": []string{"curl"}}, map[string]any{"deny": []string{"/usr/bin/curl"}}, `deny: "/usr/bin/curl" is not a program name`},
-		{"denylist", nil, map[string]any{"denny": []string{"curl"}}, `unknown field "denny"`},
+		{"denylist", nil, map[string]any{"denny": []string{"curl"}}, `settings: unknown key "denny" (this hook takes deny and strict)`},
 		{"tighten", map[string]any{"dry_run": []string{"rsync"}}, map[string]any{"dry_rn": []string{"rsync"}}, `tighten: settings: unknown key "dry_rn"`},
 	} {
 		c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: tc.mod, Path: wasmPath(t, tc.mod), Settings: tc.good}}})

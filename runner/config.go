@@ -188,6 +188,38 @@ func (c Config) hookProblems() []string {
 	return problems
 }
 
+// PlaceChainError puts an error of [hooks.NewChain] on the chain's
+// [[hook]] tables: a hook's refusal of its settings
+// ([hooks.SettingsError]) becomes "FILE:LINE: hook NAME: settings
+// refused: MSG", at the line of that hook's settings key (its table's
+// header when it has none), still wrapping err. Any other error, or one
+// naming no hook of c, is returned as it is.
+func (c Config) PlaceChainError(err error) error {
+	var se *hooks.SettingsError
+	if !errors.As(err, &se) {
+		return err
+	}
+	i := slices.IndexFunc(c.Hooks, func(h HookConfig) bool { return h.Name == se.Hook })
+	if i < 0 {
+		return err
+	}
+	at := c.hookAt(i, "settings")
+	if at == "" {
+		return err
+	}
+	return &placedError{msg: fmt.Sprintf("%s: hook %q: settings refused: %s", at, se.Hook, se.Msg), err: err}
+}
+
+// placedError is an error reworded with its place in a file, wrapping
+// the original.
+type placedError struct {
+	msg string
+	err error
+}
+
+func (e *placedError) Error() string { return e.msg }
+func (e *placedError) Unwrap() error { return e.err }
+
 // HookConfig is one [[hook]] table. Relative paths resolve against the
 // config file's directory.
 type HookConfig struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"paddock/hooks"
 	"paddock/jobspec"
 )
 
@@ -177,4 +178,28 @@ func TestCheckStoreURL(t *testing.T) {
 	c, err := LoadConfig(p, false)
 	require.NoError(t, err)
 	require.Equal(t, "postgres://u@db/q", c.Store)
+}
+
+// TestPlaceChainError: a hook's refusal of its settings is reported at
+// the line of that hook's settings key (its header without one), in the
+// file's words, still wrapping hooks.ErrSettings; other errors pass.
+func TestPlaceChainError(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "c.toml")
+	require.NoError(t, os.WriteFile(p, []byte("[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\n\n[[hook]]\nname = \"b\"\npath = \"/b.wasm\"\nsettings = { x = 1 }\n"), 0o644))
+	c, err := LoadConfig(p, false)
+	require.NoError(t, err)
+	for hook, want := range map[string]string{
+		"b": p + `:8: hook "b": settings refused: x: no`,
+		"a": p + `:1: hook "a": settings refused: x: no`,
+	} {
+		err := c.PlaceChainError(&hooks.SettingsError{Hook: hook, Msg: "x: no"})
+		require.EqualError(t, err, want)
+		require.ErrorIs(t, err, hooks.ErrSettings)
+	}
+	other := errors.New("other")
+	require.Same(t, other, c.PlaceChainError(other))
+	unknown := &hooks.SettingsError{Hook: "zz", Msg: "m"}
+	require.Same(t, unknown, c.PlaceChainError(unknown).(*hooks.SettingsError))
+	require.NoError(t, c.PlaceChainError(nil))
 }

@@ -116,6 +116,11 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 		} else if cerr := a.Config.CheckHooks(); cerr != nil {
 			return nil, &usageError{cerr}
 		}
+		if se := (*hooks.SettingsError)(nil); errors.As(err, &se) && err != error(se) {
+			// Placed at its file and line already
+			// (runner.Config.PlaceChainError).
+			return nil, &usageError{err}
+		}
 		switch {
 		case !a.Policy.IsDefault() && len(a.Policy.Hooks) > 0:
 			err = fmt.Errorf("%s: %w", a.Policy.Label(), err)

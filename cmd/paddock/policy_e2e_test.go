@@ -281,7 +281,7 @@ func TestE2EPolicySetLoadsTheChain(t *testing.T) {
 	}{
 		{notWasm, "", "invalid magic number"},
 		{empty, "", "exports neither"},
-		{deny, `settings = { deny = "curl" }` + "\n", "settings refused"},
+		{deny, `settings = { deny = "curl" }` + "\n", `p.toml:5: hook "h": settings refused: settings: deny: expected a list of program names, got a string`},
 	} {
 		pol := filepath.Join(dir, "p.toml")
 		require.NoError(t, os.WriteFile(pol, []byte(fmt.Sprintf("[[hook]]\nname = \"h\"\npath = %q\nsha256 = %q\n%s", c.path, fileSHA256(t, c.path), c.settings)), 0o644))
@@ -292,4 +292,20 @@ func TestE2EPolicySetLoadsTheChain(t *testing.T) {
 	out, _, code := b.Run("--json", "policy", "show")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"set":false`, "no policy was stored")
+}
+
+// TestE2EConfigSettingsRefusedAtLine: settings a config's hook refuses
+// stop check and the worker (exit 2) with the config file and the line of
+// the hook's settings key, not a second copy of the file's name.
+func TestE2EConfigSettingsRefusedAtLine(t *testing.T) {
+	t.Parallel()
+	cfg := fmt.Sprintf("[[hook]]\nname = \"deny\"\npath = %q\n\nsettings = { denny = [\"curl\"] }\n", denylistWasm(t))
+	b := e2etest.Setup(t, cfg)
+	job := b.WriteJob("ok.toml", "command = \"true\"\n")
+	want := "paddock: " + b.Config + `:5: hook "deny": settings refused: settings: unknown key "denny" (this hook takes deny and strict)` + "\n"
+	for _, args := range [][]string{{"check", job}, {"worker", "--drain"}} {
+		_, errOut, code := b.Run(args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Equal(t, want, errOut, "%v", args)
+	}
 }

@@ -163,15 +163,17 @@ func (in *Install) HookCacheDir() string { return in.dir().HookCache() }
 // Chain loads and compiles the config's hook chain, with the compilation
 // cache under the state directory. With prewarm (the worker) each reactor
 // hook makes one instance in the background at once. Errors are
-// hooks.NewChain's; the caller closes the chain.
+// hooks.NewChain's, a refused settings placed at its line
+// (runner.Config.PlaceChainError); the caller closes the chain.
 func (in *Install) Chain(ctx context.Context, prewarm bool) (*hooks.Chain, error) {
-	return hooks.NewChain(ctx, hooks.ChainOptions{
+	chain, err := hooks.NewChain(ctx, hooks.ChainOptions{
 		Hooks:       in.Config.HookConfigs(),
 		CacheDir:    in.HookCacheDir(),
 		Sandbox:     in.Fence().SandboxInfo,
 		ResolvePath: sandbox.Canonical,
 		Prewarm:     prewarm,
 	})
+	return chain, in.Config.PlaceChainError(err)
 }
 
 // Executor is the executor of jobs with chain and the probe's result.

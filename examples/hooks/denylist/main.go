@@ -44,6 +44,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -118,7 +119,7 @@ func parseSettings(raw json.RawMessage) (settings, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&s); err != nil {
-			return s, fmt.Errorf("settings: %w", err)
+			return s, settingsError(err)
 		}
 	}
 	for _, n := range s.Deny {
@@ -127,6 +128,42 @@ func parseSettings(raw json.RawMessage) (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// settingsError words a decoding error of the settings in the terms of
+// the config file's [[hook]] table, not Go's: the key at fault and what
+// it takes.
+func settingsError(err error) error {
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		want := map[string]string{"deny": "a list of program names", "strict": "true or false"}[strings.SplitN(te.Field, ".", 2)[0]]
+		if want == "" {
+			want = "a " + te.Type.String()
+		}
+		return fmt.Errorf("settings: %s: expected %s, got %s", te.Field, want, jsonKind(te.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("settings: unknown key %s (this hook takes deny and strict)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.As(err, &te):
+		return fmt.Errorf("settings: expected a table (deny, strict), got %s", jsonKind(te.Value))
+	}
+	return fmt.Errorf("settings: %w", err)
+}
+
+// jsonKind is how a TOML reader would name the kind of a JSON value that
+// UnmarshalTypeError.Value names ("string", "number", "array", …).
+func jsonKind(v string) string {
+	switch {
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "a table"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	case v == "bool":
+		return "true or false"
+	}
+	return "a " + v
 }
 
 func fail(err error) {

@@ -75,8 +75,11 @@ func TestValidateSettings(t *testing.T) {
 	}{
 		{settings: `{"deny":["curl","wget"],"strict":true}`},
 		{settings: `{}`},
-		{settings: `{"denny":["curl"]}`, msg: `unknown field "denny"`},
-		{settings: `{"deny":"curl"}`, msg: "cannot unmarshal string"},
+		{settings: `{"denny":["curl"]}`, msg: `settings: unknown key "denny" (this hook takes deny and strict)`},
+		{settings: `{"deny":"curl"}`, msg: "settings: deny: expected a list of program names, got a string"},
+		{settings: `{"deny":[1]}`, msg: "settings: deny: expected a list of program names, got a number"},
+		{settings: `{"strict":"yes"}`, msg: "settings: strict: expected true or false, got a string"},
+		{settings: `["curl"]`, msg: "settings: expected a table (deny, strict), got a list"},
 		{settings: `{"deny":["/usr/bin/curl"]}`, msg: `"/usr/bin/curl" is not a program name`},
 		{settings: `{"deny":[""]}`, msg: `"" is not a program name`},
 	} {
