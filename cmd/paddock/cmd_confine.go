@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -187,7 +188,11 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 }
 
 // shellJoin quotes argv for a POSIX shell: words made only of safe
-// characters stay bare, the rest are single-quoted.
+// characters stay bare, the rest are single-quoted, and a word holding a
+// character a terminal would act on ([termUnsafe], or a byte that is not
+// UTF-8) is written in ANSI-C quoting, $'...' with escapes (bash, zsh,
+// ksh, and POSIX sh since its 2024 edition), so that what is printed is
+// both inert on a terminal and the same word when pasted.
 func shellJoin(argv []string) string {
 	var b strings.Builder
 	for i, a := range argv {
@@ -213,5 +218,39 @@ func shellQuote(s string) string {
 	if safe {
 		return s
 	}
+	if termSafe(s) != s {
+		return ansiCQuote(s)
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ansiCQuote writes s as $'...': backslash and quote escaped, the
+// characters [termUnsafe] names as \xHH (C0, DEL) or \uXXXX, each byte
+// that is not UTF-8 as \xHH; the rest as it is.
+func ansiCQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for s != "" {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case termUnsafe(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case termUnsafe(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	b.WriteByte('\'')
+	return b.String()
 }

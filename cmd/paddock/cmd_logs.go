@@ -75,7 +75,7 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 		return err
 	}
 	defer a.Close()
-	out := cmd.OutOrStdout()
+	out := rawOut(cmd.OutOrStdout()) // the job's bytes, as written
 	var f *os.File
 	var stored *queue.AttemptLog // the output kept in the store, once read
 	defer func() {

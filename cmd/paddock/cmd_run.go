@@ -98,7 +98,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 			_ = writeJSON(os.Stderr, runProgress{MessageType: "run_progress", Event: event, JobID: id, Attempt: attempt, Message: text})
 			return
 		}
-		fmt.Fprintf(os.Stderr, "paddock: %s\n", text)
+		fmt.Fprintf(os.Stderr, "paddock: %s\n", termSafe(text))
 	}
 	note("enqueued", "job "+id, 0)
 	// done reports the final state (under --json only: the exit status

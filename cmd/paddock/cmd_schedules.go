@@ -396,6 +396,6 @@ func reportSubmittedSchedules(ctx context.Context, a *app, specs []jobspec.Spec,
 		if r.Paused {
 			next = "paused"
 		}
-		fmt.Fprintf(os.Stderr, "paddock: schedule %s (%s, %s): %s\n", r.Name, r.Expression, r.Timezone, next)
+		fmt.Fprintf(os.Stderr, "paddock: schedule %s (%s, %s): %s\n", r.Name, termSafe(r.Expression), r.Timezone, next)
 	}
 }

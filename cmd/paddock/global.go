@@ -59,6 +59,9 @@ func newRootCommand(gopts *GlobalOptions) *cobra.Command {
 		Version:       readVersion().String(), // --version
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	// What every command prints may quote hostile text (termsafe.go).
+	root.SetOut(termSafeWriter{os.Stdout})
+	root.SetErr(termSafeWriter{os.Stderr})
 	gopts.AddFlags(root)
 	root.AddCommand(
 		// Each command lives in cmd_<name>.go as new<Name>Command(gopts).

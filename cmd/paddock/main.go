@@ -122,5 +122,5 @@ func printError(gopts *GlobalOptions, err error) {
 		writeJSON(os.Stderr, map[string]any{"message_type": "exit_error", "message": err.Error()})
 		return
 	}
-	fmt.Fprintf(os.Stderr, "paddock: %v\n", err)
+	fmt.Fprintf(os.Stderr, "paddock: %s\n", termSafe(err.Error()))
 }
