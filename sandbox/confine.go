@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // StatusFD is the file descriptor on which bwrap writes its JSON status
@@ -198,38 +199,11 @@ func Build(cp ConfineParams) ([]string, error) {
 	}
 	out = d.KernelPaths.appendCover(out, d.Grade)
 	out = append(out, "--tmpfs", "/tmp")
-	for _, m := range mountOrder(roots, p.hide) {
-		if m.hide {
-			out = append(out, "--tmpfs", m.path)
-			continue
-		}
-		bind := "--bind"
-		if p.mode == ModeReadOnly {
-			bind = "--ro-bind"
-		}
-		if cp.RootFDs != nil {
-			out = append(out, bind+"-fd", strconv.Itoa(cp.RootFDs[m.root]), m.path)
-		} else {
-			out = append(out, bind, m.path, m.path)
-		}
+	for _, m := range p.mounts(roots, cp) {
+		out = append(out, m.args...)
 	}
-	// A hidden directory inside a root is made read-only, so that a
-	// job's writes there fail rather than vanish with the tmpfs; one
-	// outside every root stays a private, writable tmpfs (the job's
-	// writes reach nothing, as in /tmp, and the Landlock layer refuses
-	// them anyway): --remount-ro is the costliest bwrap option (it reads
-	// the whole mount table), and a fence pays for each one on every job.
-	for _, h := range p.hide {
-		if slices.ContainsFunc(roots, func(r string) bool { return Within(h, r) }) {
-			out = append(out, "--remount-ro", h)
-		}
-	}
-	out = appendProtect(out, p.protect, cp)
 	for _, u := range cp.ungranted {
 		out = append(out, "--bind", u, u)
-	}
-	for _, f := range p.hideFiles {
-		out = append(out, "--ro-bind", "/dev/null", f)
 	}
 	out = append(out, "--chdir", p.cwd, "--")
 	if launcher {
@@ -237,35 +211,6 @@ func Build(cp ConfineParams) ([]string, error) {
 		return append(out, launchSpec(p, d, argv).Args()...), nil
 	}
 	return append(out, argv...), nil
-}
-
-// appendProtect appends the mounts of the protected paths (already
-// ordered: a directory before what it contains): kept directories bound
-// read-write onto themselves, existing paths read-only, missing ones
-// covered. Pinned ones are bound from cp.ProtectFDs when cp.RootFDs is
-// set.
-func appendProtect(out []string, pm []protectMount, cp ConfineParams) []string {
-	i := 0
-	for _, m := range pm {
-		switch m.kind {
-		case protectAbsent, protectPending:
-			continue
-		case protectNewDir:
-			out = append(out, "--tmpfs", m.path, "--remount-ro", m.path)
-			continue
-		}
-		bind := "--ro-bind"
-		if m.kind == protectKeep {
-			bind = "--bind"
-		}
-		if cp.RootFDs != nil {
-			out = append(out, bind+"-fd", strconv.Itoa(cp.ProtectFDs[i]), m.path)
-		} else {
-			out = append(out, bind, m.path, m.path)
-		}
-		i++
-	}
-	return out
 }
 
 // pinnedProtect is the number of protected paths [PinRoots] pins.
@@ -279,40 +224,83 @@ func (p Policy) pinnedProtect() int {
 	return n
 }
 
-// mount is one root bind or one hidden directory's tmpfs.
+// mount is one mount of a job's file system view below its root bind:
+// a writable root's bind, a hidden directory's tmpfs (made read-only
+// inside a root, so that a job's writes there fail rather than vanish
+// with it), a hidden file's empty node, or a protected path's mount. args
+// are its bwrap options.
 type mount struct {
 	path string
-	hide bool
-	root int // index in the roots, when !hide
+	args []string
 }
 
-// mountOrder orders the roots' binds and the hidden directories' tmpfs
-// mounts so that each comes after every one whose path contains it: a
-// directory hidden inside a root stays hidden, and a root inside a hidden
-// directory is bound back over the tmpfs. Otherwise the order is kept:
-// roots first, in order, then the hidden directories.
-func mountOrder(roots, hide []string) []mount {
-	rest := make([]mount, 0, len(roots)+len(hide))
+// mounts returns the mounts of p's roots (bound from cp.RootFDs when
+// set), hidden paths and protected paths (cp.ProtectFDs for the pinned
+// ones, in p.protect's order), each after every one whose path contains
+// it: a mount made before one of a directory around it would be covered
+// by it (bwrap's binds are recursive from the host's tree, where the
+// earlier mount is not). So a hidden directory inside a root stays
+// hidden, a root inside a hidden directory is bound back over the tmpfs,
+// and a protected directory kept around a hidden one does not show it
+// again. Mounts of paths that do not contain each other keep their order:
+// roots, hidden directories, protected paths, hidden files.
+//
+// A hidden directory outside every root stays a private, writable tmpfs
+// (the job's writes reach nothing, as in /tmp, and the Landlock layer
+// refuses them anyway): --remount-ro is the costliest bwrap option (it
+// reads the whole mount table), and a fence pays for each one on every
+// job.
+func (p Policy) mounts(roots []string, cp ConfineParams) []mount {
+	bind := "--bind"
+	if p.mode == ModeReadOnly {
+		bind = "--ro-bind"
+	}
+	out := make([]mount, 0, len(roots)+len(p.hide)+len(p.protect)+len(p.hideFiles))
 	for i, r := range roots {
-		rest = append(rest, mount{path: r, root: i})
-	}
-	for _, h := range hide {
-		rest = append(rest, mount{path: h, hide: true})
-	}
-	out := make([]mount, 0, len(rest))
-	for len(rest) > 0 {
-		// The first mount that no other remaining one contains; there is
-		// always one (containment of distinct paths has no cycle).
-		pick := 0
-		for i, m := range rest {
-			contained := slices.ContainsFunc(rest, func(o mount) bool { return o.path != m.path && Within(m.path, o.path) })
-			if !contained {
-				pick = i
-				break
-			}
+		if cp.RootFDs != nil {
+			out = append(out, mount{r, []string{bind + "-fd", strconv.Itoa(cp.RootFDs[i]), r}})
+		} else {
+			out = append(out, mount{r, []string{bind, r, r}})
 		}
-		out = append(out, rest[pick])
-		rest = slices.Delete(rest, pick, pick+1)
 	}
+	for _, h := range p.hide {
+		m := mount{h, []string{"--tmpfs", h}}
+		if slices.ContainsFunc(roots, func(r string) bool { return Within(h, r) }) {
+			m.args = append(m.args, "--remount-ro", h)
+		}
+		out = append(out, m)
+	}
+	pinned := 0
+	for _, pm := range p.protect {
+		switch pm.kind {
+		case protectAbsent, protectPending:
+			continue
+		case protectNewDir:
+			out = append(out, mount{pm.path, []string{"--tmpfs", pm.path, "--remount-ro", pm.path}})
+			continue
+		}
+		b := "--ro-bind"
+		if pm.kind == protectKeep {
+			b = "--bind"
+		}
+		if cp.RootFDs != nil {
+			out = append(out, mount{pm.path, []string{b + "-fd", strconv.Itoa(cp.ProtectFDs[pinned]), pm.path}})
+		} else {
+			out = append(out, mount{pm.path, []string{b, pm.path, pm.path}})
+		}
+		pinned++
+	}
+	for _, f := range p.hideFiles {
+		out = append(out, mount{f, []string{"--ro-bind", "/dev/null", f}})
+	}
+	// A path holds fewer components than any it contains: ordering by
+	// their count, stably, puts each mount after those around it.
+	depth := func(path string) int {
+		if path == "/" {
+			return 0
+		}
+		return strings.Count(path, "/")
+	}
+	slices.SortStableFunc(out, func(a, b mount) int { return depth(a.path) - depth(b.path) })
 	return out
 }

@@ -159,6 +159,47 @@ func (p Policy) watchedPaths() []string {
 // the command has ended.
 func (p Policy) protectedLinks() []ProtectedLink { return slices.Clone(p.links) }
 
+// keepAroundHidden adds to pm (sorted, a directory before what it
+// contains) a kept mount (bound onto itself, writable) for each directory
+// between a writable root and a hidden path inside it, as [resolveProtect]
+// keeps the directories on the way to a protected path. A hidden path is
+// covered in the sandbox's view only: a job that renamed a directory on
+// its way would carry the cover along, leave the hidden path at a new
+// name no later job's policy names, and could put a link to a decoy of
+// its own at the old one for the next resolution to follow. A kept
+// mount point cannot be renamed or removed (EBUSY). Directories that pm
+// already mounts, or that lie below one of its read-only mounts (nothing
+// can be renamed there), need nothing.
+func keepAroundHidden(pm []protectMount, roots, hidden []string) []protectMount {
+	have := make(map[string]bool, len(pm))
+	for _, m := range pm {
+		have[m.path] = true
+	}
+	n := len(pm)
+	for _, h := range hidden {
+		root := ""
+		for _, r := range roots {
+			if h != r && Within(h, r) && len(r) > len(root) {
+				root = r
+			}
+		}
+		if root == "" {
+			continue
+		}
+		for a := filepath.Dir(h); a != root && Within(a, root); a = filepath.Dir(a) {
+			if have[a] || slices.ContainsFunc(pm[:n], func(m protectMount) bool { return m.kind.readOnly() && a != m.path && Within(a, m.path) }) {
+				continue
+			}
+			have[a] = true
+			pm = append(pm, protectMount{path: a, kind: protectKeep})
+		}
+	}
+	if len(pm) > n {
+		slices.SortFunc(pm, func(a, b protectMount) int { return strings.Compare(a.path, b.path) })
+	}
+	return pm
+}
+
 // Roots returns the directories bound into the sandbox, in the order
 // [ConfineParams].RootFDs follows: the workspace (read-only in read_only
 // mode), then each writable root. Empty for danger_full_access.
@@ -253,12 +294,15 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 			}
 		}
 	}
-	if p.Mode == ModeWorkspaceWrite && len(p.Protect) > 0 {
-		pm, links, err := resolveProtect(out.Roots(), p.Protect)
-		if err != nil {
-			return Policy{}, err
+	if p.Mode == ModeWorkspaceWrite {
+		var pm []protectMount
+		if len(p.Protect) > 0 {
+			var err error
+			if pm, out.links, err = resolveProtect(out.Roots(), p.Protect); err != nil {
+				return Policy{}, err
+			}
 		}
-		out.links = links
+		pm = keepAroundHidden(pm, out.Roots(), append(slices.Clone(out.hide), out.hideFiles...))
 		// What is hidden is out of reach already, and a hidden directory
 		// inside a root is a read-only tmpfs that could take no mount
 		// point.

@@ -134,6 +134,57 @@ func TestBuildProtectMounts(t *testing.T) {
 	require.Len(t, pins.Protected(), 2)
 }
 
+// TestConfineKeepsAroundHidden: in a writable root, each directory on
+// the way to a hidden path is bound onto itself so that a job cannot
+// rename it and carry the cover away, and every such mount comes before
+// the hidden path's own: a kept .config bound after the tmpfs over
+// .config/gcloud would show the secret again. A read-only job needs none.
+func TestConfineKeepsAroundHidden(t *testing.T) {
+	t.Parallel()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for _, d := range []string{".config/gcloud", ".config/git", "conf/secrets", "a/b"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".config/git/config"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "a/b/key"), nil, 0o600))
+	at := func(rel string) string { return filepath.Join(ws, rel) }
+	params := PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: true,
+		Hide: []string{at(".config/gcloud"), at("conf/secrets")}, HideFiles: []string{at("a/b/key")}, Protect: []string{".config/git/config"}}
+	p, err := NewPolicy(params)
+	require.NoError(t, err)
+	require.Equal(t, []string{at(".config/git/config")}, p.Protected(), "kept directories are not protected paths")
+	d := Discovery{Executable: "/usr/bin/bwrap", Grade: GradeFull, NetworkIsolation: true}
+	argv, err := Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
+	require.NoError(t, err)
+	s := " " + strings.Join(argv, " ") + " "
+	pos := func(frag string) int {
+		i := strings.Index(s, " "+frag+" ")
+		require.GreaterOrEqual(t, i, 0, "%q not in %s", frag, s)
+		return i
+	}
+	for _, order := range [][2]string{
+		{"--bind " + at(".config") + " " + at(".config"), "--tmpfs " + at(".config/gcloud") + " --remount-ro " + at(".config/gcloud")},
+		{"--bind " + at(".config") + " " + at(".config"), "--ro-bind " + at(".config/git/config")},
+		{"--bind " + at("conf") + " " + at("conf"), "--tmpfs " + at("conf/secrets")},
+		{"--bind " + at("a") + " " + at("a"), "--bind " + at("a/b") + " " + at("a/b")},
+		{"--bind " + at("a/b") + " " + at("a/b"), "--ro-bind /dev/null " + at("a/b/key")},
+	} {
+		require.Less(t, pos(order[0]), pos(order[1]), "%s must come before %s", order[0], order[1])
+	}
+	pins, err := PinRoots(p)
+	require.NoError(t, err)
+	require.Len(t, pins.Protected(), 6, ".config, .config/git, .config/git/config, a, a/b, conf")
+	pins.Close()
+
+	params.Mode, params.Protect = ModeReadOnly, nil
+	p, err = NewPolicy(params)
+	require.NoError(t, err)
+	argv, err = Build(ConfineParams{Argv: []string{"true"}, Policy: p, Discovery: d})
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(argv, " "), "--bind "+at("conf"))
+}
+
 // BenchmarkNewPolicyProtect is what the default protect list adds to each
 // job's policy: a repository workspace (four entries exist) and an empty
 // one (nothing to mount; the lstat calls that find it out).

@@ -91,3 +91,56 @@ func TestE2ESecretsCreatedLaterAreHidden(t *testing.T) {
 		require.Contains(t, out, "ermission denied", "the hidden file is there but unreadable: %s", out)
 	})
 }
+
+// TestE2EHiddenSecretsInsideWorkspace: a hidden directory inside a job's
+// workspace cannot be carried away by renaming a directory on its way
+// (the first attempt renames it and leaves a link to a decoy at the old
+// name, the second would read the secret at its new name), and a
+// directory the protect list keeps around it (.config, for
+// .config/git/config) does not show it again. Both grades, and as nobody
+// in make test-unprivileged.
+func TestE2EHiddenSecretsInsideWorkspace(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		ws, err := os.MkdirTemp("/var/tmp", "paddock-hide-ws-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(ws) })
+		require.NoError(t, os.Chmod(ws, 0o777)) // the unprivileged run's jobs write it
+		for p, text := range map[string]string{
+			"conf/secrets/db.env":  "DBPASS=SECRET-DB\n",
+			".config/gcloud/creds": "SECRET-GCLOUD\n",
+			".config/git/config":   "[user]\n",
+		} {
+			require.NoError(t, os.MkdirAll(filepath.Join(ws, filepath.Dir(p)), 0o777))
+			require.NoError(t, os.WriteFile(filepath.Join(ws, p), []byte(text), 0o644))
+		}
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q, %q]\n", filepath.Join(ws, "conf/secrets"), filepath.Join(ws, ".config/gcloud")))
+		job := b.WriteJob("carry.toml", fmt.Sprintf(`name = "carry"
+mode = "workspace_write"
+workspace = %q
+retries = 1
+backoff = "1ms"
+command = '''
+cat .config/gcloud/creds 2>&1
+if [ -d confx ]; then cat confx/secrets/db.env 2>&1; exit 0; fi
+cat conf/secrets/db.env 2>&1
+mv conf confx 2>&1 && echo MOVED
+mkdir -p decoy/secrets && ln -s decoy conf 2>&1 && echo LINKED
+exit 1
+'''
+`, ws))
+		b.StartWorker("--concurrency", "1")
+		id := b.Submit(job)[0]
+		j := b.WaitState(id, time.Minute, "succeeded", "failed", "denied")
+		for _, n := range []string{"1", "2"} {
+			out, _, _ := b.Run("logs", id, "--attempt", n)
+			require.NotContains(t, out, "SECRET", "attempt %s read a hidden secret:\n%s", n, out)
+			require.NotContains(t, out, "MOVED", "attempt %s renamed a directory around a hidden one", n)
+		}
+		require.Equal(t, "failed", j.State, "no attempt found the secret at a new name: %s", j.Reason)
+		fi, err := os.Lstat(filepath.Join(ws, "conf"))
+		require.NoError(t, err)
+		require.True(t, fi.IsDir(), "conf is still the directory holding the secret")
+		require.NoFileExists(t, filepath.Join(ws, "confx/secrets/db.env"))
+	})
+}
