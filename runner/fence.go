@@ -387,7 +387,11 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 			return fmt.Errorf("runner: %s is inside %s, which is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root, inHidden)
 		}
 		if p, ok := protected[rootID]; ok {
-			return fmt.Errorf("runner: %s contains %s, which paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, p, f.advice(p))
+			what := "contains " + p + ", which"
+			if p == root {
+				what = "is a path"
+			}
+			return fmt.Errorf("runner: %s %s paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, what, f.advice(p))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"debug/elf"
 	"errors"
 	"os"
 	"path/filepath"
@@ -324,8 +325,45 @@ func TestLoadedFiles(t *testing.T) {
 	}
 	require.True(t, libc, "libc among %v", files)
 	require.Contains(t, files, "/etc/ld.so.cache")
+	// Each link on the way to bwrap's interpreter as bwrap names it is
+	// protected too, where it lies: a writable root holding one could
+	// repoint it (on Debian, /lib64 and /usr/lib64/ld-linux-x86-64.so.2).
+	f, err := elf.Open(rep.Executable)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			_, err := p.ReadAt(b, 0)
+			require.NoError(t, err)
+			for _, l := range symlinksOn(strings.TrimRight(string(b), "\x00")) {
+				require.Contains(t, files, l)
+			}
+		}
+	}
 	self, err := os.Executable()
 	require.NoError(t, err)
 	require.NotEmpty(t, LoadedFiles(self))
 	require.Equal(t, []string{"/nonexistent/x"}, LoadedFiles("/nonexistent/x"))
+}
+
+// TestSymlinksOn: the links a path's resolution goes through, each named
+// under its resolved directory, links inside link targets included.
+func TestSymlinksOn(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	at := func(rel string) string { return filepath.Join(dir, rel) }
+	require.NoError(t, os.MkdirAll(at("usr/lib"), 0o755))
+	require.NoError(t, os.WriteFile(at("usr/lib/ld.so.real"), nil, 0o755))
+	require.NoError(t, os.Symlink("ld.so.real", at("usr/lib/ld.so")))
+	require.NoError(t, os.Symlink("usr/lib", at("lib64")))
+	require.NoError(t, os.Symlink(at("lib64"), at("alias")))
+	require.Equal(t, []string{at("lib64"), at("usr/lib/ld.so")}, symlinksOn(at("lib64/ld.so")))
+	require.Equal(t, []string{at("alias"), at("lib64"), at("usr/lib/ld.so")}, symlinksOn(at("alias/ld.so")))
+	require.Empty(t, symlinksOn(at("usr/lib/ld.so.real")))
+	require.Equal(t, []string{at("lib64")}, symlinksOn(at("lib64/missing")))
+	require.Nil(t, symlinksOn("relative/path"))
+	require.NoError(t, os.Symlink("loop", at("loop")))
+	require.Len(t, symlinksOn(at("loop")), maxSymlinks)
 }
