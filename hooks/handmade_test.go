@@ -13,7 +13,11 @@ import (
 // of memory, the decision {"decision":"allow"} in a data segment at 16,
 // paddock_alloc returning 1024, paddock_decide returning (16<<32)|20, and an
 // _initialize whose body is initBody (for example {0x00} for unreachable).
-func handmadeReactor(initBody []byte) []byte {
+func handmadeReactor(initBody []byte) []byte { return handmadeReactorElems(initBody, 0) }
+
+// handmadeReactorElems is handmadeReactor with, when elems > 0, a passive
+// element segment of elems references to function 0 (one byte each).
+func handmadeReactorElems(initBody []byte, elems int) []byte {
 	uleb := func(v uint64) []byte {
 		var b []byte
 		for {
@@ -68,6 +72,11 @@ func handmadeReactor(initBody []byte) []byte {
 		append(name("paddock_alloc"), 0x00, 0x01),
 		append(name("paddock_decide"), 0x00, 0x02),
 	))...)
+	if elems > 0 {
+		seg := append([]byte{0x01, 0x00}, uleb(uint64(elems))...) // passive, funcref kind
+		seg = append(seg, make([]byte, elems)...)                 // funcidx 0 each
+		m = append(m, section(9, vec(seg))...)
+	}
 	m = append(m, section(10, vec(
 		body(append(initBody, 0x0b)...),
 		body(0x41, 0x80, 0x08, 0x0b), // i32.const 1024

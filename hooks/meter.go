@@ -69,6 +69,13 @@ const (
 	// linear memory limit): 2^20, 8 MiB. A module whose tables start
 	// larger is refused; a table.grow past the cap returns -1 to the guest.
 	maxTableElements = 1 << 20
+	// maxElementEntries caps the references of all of a module's element
+	// segments together: wazero keeps each, decoded, in host memory for
+	// as long as the module is loaded (about 80 bytes a reference, so a
+	// 16 MB module of one-byte references took 1.3 GB before it could be
+	// refused for anything else). No segment can fill more than all the
+	// tables' maxTableElements anyway.
+	maxElementEntries = maxTableElements
 	// maxGlobals caps a module's globals, imported and defined: wazero
 	// keeps each instance's globals in host memory, outside the linear
 	// memory limit (a million of them cost about 70 MB an instance).
@@ -291,7 +298,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 				m.constExpr(r)
 			}
 		case secElement:
-			m.elements(r)
+			if err := m.elements(r); err != nil {
+				return nil, err
+			}
 		case secExport:
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
@@ -423,14 +432,17 @@ func (m *meterModule) noteRef(ins instruction) {
 }
 
 // elements reads the element section (the eight segment encodings of the
-// core spec, 5.5.12), noting any imported function it references.
-func (m *meterModule) elements(r *wreader) {
+// core spec, 5.5.12), noting any imported function it references. It
+// returns an error wrapping ErrTooLarge when the segments hold more than
+// maxElementEntries references in all.
+func (m *meterModule) elements(r *wreader) error {
 	n := r.u32()
+	var entries uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		flags := r.u32()
 		if flags > 7 {
 			r.fail("element segment %d has unknown flags %d", i, flags)
-			return
+			return nil
 		}
 		if flags&1 == 0 { // active: offset expression, after a table index for 2 and 6
 			if flags&2 != 0 {
@@ -442,6 +454,9 @@ func (m *meterModule) elements(r *wreader) {
 			r.byte()
 		}
 		count := r.u32()
+		if entries += uint64(count); entries > maxElementEntries {
+			return fmt.Errorf("%w: element segments hold more than %d references in all", ErrTooLarge, maxElementEntries)
+		}
 		for j := uint32(0); j < count && r.err == nil; j++ {
 			if flags&4 == 0 { // function indices
 				if r.u32() < m.importedFuncs {
@@ -452,6 +467,7 @@ func (m *meterModule) elements(r *wreader) {
 			}
 		}
 	}
+	return nil
 }
 
 // capTables rewrites the table section so that all tables together can

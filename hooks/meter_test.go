@@ -102,6 +102,25 @@ func TestMeterCapsTables(t *testing.T) {
 	require.Contains(t, err.Error(), "tables start with 2097152 elements in all, more than 1048576")
 }
 
+// TestMeterCapsElementSegments: a module whose element segments hold
+// more references than all its tables could is refused at load, before
+// wazero decodes them into host memory; one under the cap loads.
+func TestMeterCapsElementSegments(t *testing.T) {
+	t.Parallel()
+	_, err := meter(handmadeReactorElems(nil, 1000), 16)
+	require.NoError(t, err)
+	big := handmadeReactorElems(nil, maxElementEntries+1)
+	_, err = meter(big, 16)
+	require.ErrorIs(t, err, ErrTooLarge)
+	path := t.TempDir() + "/elems.wasm"
+	require.NoError(t, os.WriteFile(path, big, 0o644))
+	_, err = NewChain(context.Background(), ChainOptions{Hooks: []Config{{Name: "elems", Path: path}}})
+	require.ErrorIs(t, err, ErrLoad)
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.Contains(t, err.Error(), `hook "elems"`)
+	require.Contains(t, err.Error(), "element segments hold more than 1048576 references in all")
+}
+
 // TestMeterRefusesWhatItCannotDecode: an instruction of a feature paddock
 // does not enable (a tail call) is refused by meter; the hook is refused
 // at load with wazero's own message, since the module is invalid for it too.
