@@ -649,9 +649,18 @@ func TestProbeFailures(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "bwrap")
 	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'bubblewrap 0.8.0'; exit 0; fi\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755))
-	rep, err = ProbeWith(context.Background(), ProbeParams{Executable: fake})
+	// A test running beside this one may fork while the script is still
+	// open for writing, and its exec then fails with ETXTBSY for a moment
+	// (golang/go#22315): probe again then.
+	for try := 0; ; try++ {
+		rep, err = ProbeWith(context.Background(), ProbeParams{Executable: fake})
+		if !strings.Contains(rep.Error, "text file busy") || try == 50 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	require.ErrorIs(t, err, ErrUnusable)
-	require.Equal(t, "bwrap: setting up uid map: Permission denied", rep.BwrapLine)
+	require.Equal(t, "bwrap: setting up uid map: Permission denied", rep.BwrapLine, rep.Error)
 	require.Contains(t, rep.Hint, "apparmor")
 	require.Equal(t, fake, rep.Executable)
 	require.True(t, rep.DisableUserns)
