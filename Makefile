@@ -86,7 +86,7 @@ test: bwrap wabt postgresql hooks vet
 # (nobody) when make runs as root, as CI does: the fence must hold for
 # both, and root's run alone cannot show the unprivileged one. The test
 # binary and paddock are built first and copied where nobody can read them.
-ESCAPE_TESTS := TestEscape|TestE2E(StateDir|DeviceNodes|LoaderEnv|InheritedFDs|ProcSys|RaceIntoStateDir|OtherJobsWorkspace|QueueCannotBeLocked|Layers|BwrapLibraries|WorkspaceRootsRace|HiddenSecrets|SecretsCreatedLater|Protected)
+ESCAPE_TESTS := TestEscape|TestE2E(SystemDirs|StateDir|DeviceNodes|LoaderEnv|InheritedFDs|ProcSys|RaceIntoStateDir|OtherJobsWorkspace|QueueCannotBeLocked|Layers|BwrapLibraries|WorkspaceRootsRace|HiddenSecrets|SecretsCreatedLater|Protected)
 test-unprivileged: build
 	@if [ "$$(id -u)" != 0 ]; then echo "make: test-unprivileged: not root; make test already ran unprivileged"; exit 0; fi; \
 	set -e; dir=$$(mktemp -d /tmp/paddock-unpriv-XXXXXX); trap 'rm -rf "$$dir"' EXIT; \

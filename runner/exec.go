@@ -550,13 +550,28 @@ func (e *Executor) HookJob(job queue.Job, workspace string, attempt int) hooks.J
 // judgePinned returns why the pinned roots of the final policy are
 // refused by the policy's workspace_roots, or "": each root but the job's
 // own default workspace must lie within one of them, by device and inode
-// on the descriptors bwrap binds.
+// on the descriptors bwrap binds; with none, no workspace_write root may
+// lie in one of [sandbox.SystemTrees].
 func (e *Executor) judgePinned(pol sandbox.Policy, pins *sandbox.Pinned, final hooks.Job, job queue.Job) string {
-	if !pol.Mode().Confined() || len(e.Policy.WorkspaceRoots) == 0 {
+	if !pol.Mode().Confined() {
 		return ""
 	}
 	ownWS := StateDir{Root: e.StateDir}.DefaultWorkspace(job.ID)
 	exempt := func(i int) bool { return i == 0 && final.Workspace == ownWS }
+	if len(e.Policy.WorkspaceRoots) == 0 {
+		if pol.Mode() != sandbox.ModeWorkspaceWrite {
+			return ""
+		}
+		bad, dir, err := PinnedInside(pol, pins, sandbox.SystemTrees, exempt)
+		if err != nil {
+			return "not run: " + err.Error()
+		}
+		if bad == "" {
+			return ""
+		}
+		r := &RefusedError{Job: job.Name, Key: "workspace", Ceiling: CeilingWorkspaceRoots, Msg: systemDirRefusal(bad, dir) + " (as it is bound)"}
+		return r.Error()
+	}
 	bad, err := PinnedWithin(pol, pins, nil, e.Policy.WorkspaceRoots, exempt)
 	if err != nil {
 		return "not run: " + err.Error()

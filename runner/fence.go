@@ -589,6 +589,38 @@ func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, 
 	return sandbox.NewPolicy(p)
 }
 
+// PinnedInside returns the first of pol's pinned roots (pins.Files, in
+// pol.Roots order) that is or lies inside one of dirs, by device and
+// inode walking up from its descriptor, with the entry of dirs it is in;
+// "" when none is. Roots for which exempt(i) holds are skipped. dirs that
+// do not exist are ignored. An error is a root whose ancestors cannot be
+// walked.
+func PinnedInside(pol sandbox.Policy, pins *sandbox.Pinned, dirs []string, exempt func(i int) bool) (root, dir string, err error) {
+	ids := map[fileID]string{}
+	for _, d := range dirs {
+		if id, ok := statPathID(d); ok {
+			ids[id] = d
+		}
+	}
+	roots := pol.Roots()
+	for i, file := range pins.Files() {
+		if exempt != nil && exempt(i) {
+			continue
+		}
+		in := ""
+		if err := walkUp(file, func(id fileID, _ bool) bool {
+			in = ids[id]
+			return in == ""
+		}); err != nil {
+			return roots[i], "", fmt.Errorf("runner: checking %s: %w", roots[i], err)
+		}
+		if in != "" {
+			return roots[i], in, nil
+		}
+	}
+	return "", "", nil
+}
+
 // PinnedWithin checks each pinned root of pol whose index is not exempt
 // (exempt(i) true: the job's own default workspace, say) against dirs by
 // device and inode: the directory bound must be one of dirs or lie below

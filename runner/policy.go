@@ -383,6 +383,25 @@ func (p Policy) Judge(a Ask) *RefusedError {
 		return &RefusedError{Key: "unix_sockets", Ceiling: CeilingUnixSockets,
 			Msg: "the job asks for Unix sockets; the policy has unix_sockets = false"}
 	}
+	if len(p.WorkspaceRoots) == 0 && a.Mode == sandbox.ModeWorkspaceWrite {
+		check := func(key, path string) *RefusedError {
+			if path == "" {
+				return nil
+			}
+			if d := systemDirOf(path); d != "" {
+				return &RefusedError{Key: key, Ceiling: CeilingWorkspaceRoots, Msg: systemDirRefusal(path, d)}
+			}
+			return nil
+		}
+		if e := check("workspace", a.Workspace); e != nil {
+			return e
+		}
+		for _, w := range a.Writable {
+			if e := check("writable", w); e != nil {
+				return e
+			}
+		}
+	}
 	if len(p.WorkspaceRoots) > 0 {
 		check := func(key, path string) *RefusedError {
 			if path == "" || underAny(path, p.WorkspaceRoots) {
@@ -401,6 +420,23 @@ func (p Policy) Judge(a Ask) *RefusedError {
 		}
 	}
 	return nil
+}
+
+// systemDirOf returns the entry of [sandbox.SystemTrees] that path
+// (symlinks resolved where it exists) is or lies under, or "".
+func systemDirOf(path string) string {
+	for _, d := range sandbox.SystemTrees {
+		if underAny(path, []string{d}) {
+			return d
+		}
+	}
+	return ""
+}
+
+// systemDirRefusal is the message refusing path, inside system
+// directory dir.
+func systemDirRefusal(path, dir string) string {
+	return fmt.Sprintf("%q is in %s, a system directory: with no workspace_roots in the policy, a job may not write there (the host would run what it leaves); the operator may allow it by listing it in workspace_roots", path, dir)
 }
 
 // underAny reports whether path (symlinks resolved where it exists) is

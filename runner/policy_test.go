@@ -114,6 +114,12 @@ func TestPolicyJudge(t *testing.T) {
 		"prefix is not a parent":     {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: root + "-sibling"}, CeilingWorkspaceRoots},
 		"writable outside":           {roots, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: in, Writable: []string{in, out}}, CeilingWorkspaceRoots},
 		"default workspace anywhere": {roots, Ask{Mode: sandbox.ModeWorkspaceWrite}, ""},
+		"system dir writable":        {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite, Writable: []string{"/etc/cron.d"}}, CeilingWorkspaceRoots},
+		"system dir workspace":       {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: "/var/spool/cron"}, CeilingWorkspaceRoots},
+		"system dir by link":         {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: "/lib64"}, CeilingWorkspaceRoots},
+		"system dir read_only":       {Policy{}, Ask{Mode: sandbox.ModeReadOnly, Workspace: "/etc"}, ""},
+		"system dir listed":          {Policy{WorkspaceRoots: []string{"/etc/cron.d"}}, Ask{Mode: sandbox.ModeWorkspaceWrite, Writable: []string{"/etc/cron.d"}}, ""},
+		"beside a system dir":        {Policy{}, Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: "/var/tmp", Writable: []string{"/etcetera"}}, ""},
 	} {
 		r := tc.p.Judge(tc.a)
 		if tc.ceiling == "" {
@@ -124,6 +130,46 @@ func TestPolicyJudge(t *testing.T) {
 		require.Equal(t, tc.ceiling, r.Ceiling, name)
 		require.True(t, errors.Is(r, ErrRefusedByPolicy), name)
 	}
+	r := Policy{}.Judge(Ask{Mode: sandbox.ModeWorkspaceWrite, Writable: []string{"/etc/cron.d"}})
+	require.Equal(t, "writable", r.Key)
+	require.Contains(t, r.Msg, `"/etc/cron.d" is in /etc, a system directory`)
+	require.Contains(t, r.Msg, "listing it in workspace_roots")
+}
+
+// TestPinnedInside: a pinned root inside one of the directories, by
+// device and inode (a path that reaches it through a link included), is
+// found with the directory it is in; exempt roots and missing directories
+// are skipped.
+func TestPinnedInside(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	sys, free := filepath.Join(base, "sys"), filepath.Join(base, "free")
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "cron.d"), 0o755))
+	require.NoError(t, os.MkdirAll(free, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(sys, "cron.d"), filepath.Join(free, "alias")))
+	pin := func(ws string, writable ...string) (sandbox.Policy, *sandbox.Pinned) {
+		pol, err := sandbox.NewPolicy(sandbox.PolicyParams{Mode: sandbox.ModeWorkspaceWrite, Workspace: ws, Writable: writable, Network: true})
+		require.NoError(t, err)
+		pins, err := sandbox.PinRoots(pol)
+		require.NoError(t, err)
+		t.Cleanup(func() { pins.Close() })
+		return pol, pins
+	}
+	dirs := []string{filepath.Join(base, "missing"), sys}
+	pol, pins := pin(free, filepath.Join(free, "alias"))
+	root, dir, err := PinnedInside(pol, pins, dirs, nil)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(sys, "cron.d"), root)
+	require.Equal(t, sys, dir)
+	pol, pins = pin(filepath.Join(sys, "cron.d"))
+	root, _, err = PinnedInside(pol, pins, dirs, func(i int) bool { return i == 0 })
+	require.NoError(t, err)
+	require.Empty(t, root, "the exempt root")
+	pol, pins = pin(free)
+	root, _, err = PinnedInside(pol, pins, dirs, nil)
+	require.NoError(t, err)
+	require.Empty(t, root)
 }
 
 func TestPolicyJudgeSpecsPlacesEachRefusal(t *testing.T) {

@@ -218,6 +218,17 @@ var ErrBadPath = errors.New("bad path")
 // one read-write hands the job the system. Their subdirectories are fine.
 var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr", "/var", "/run"}
 
+// SystemTrees are the host's directories whose whole tree the host runs
+// or configures itself from (/etc/cron.d, /etc/systemd/system, /usr/bin,
+// /var/spool/cron, /var/lib/dpkg, /run/systemd/system): a job that wrote
+// there as a root worker's would have its code run by the host, outside
+// every namespace. The queue's policy refuses a workspace_write root in
+// one unless its workspace_roots name it (runner.Policy.Judge); unlike
+// the system directories themselves, which no policy may bind writable,
+// an operator may allow one deliberately.
+var SystemTrees = []string{"/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/run", "/var/spool", "/var/lib"}
+
 // kernelDirs and everything under them are refused as workspace, writable
 // root or cwd: they are replaced inside the sandbox (/proc, /dev) or are
 // kernel interfaces a writable bind would expose (/sys).

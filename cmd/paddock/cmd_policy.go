@@ -16,6 +16,7 @@ import (
 	"paddock/internal/filekind"
 	"paddock/queue"
 	"paddock/runner"
+	"paddock/sandbox"
 )
 
 func newPolicyCommand(gopts *GlobalOptions) *cobra.Command {
@@ -197,7 +198,7 @@ func printPolicy(w io.Writer, v policyView, cfg runner.Config) {
 		net = "jobs that ask for it (network = true) get it; off otherwise"
 	}
 	fmt.Fprintf(w, "network   %s\n", net)
-	roots := "anywhere the fence does not protect"
+	roots := "anywhere the fence does not protect; for writing, not in " + strings.Join(sandbox.SystemTrees, ", ")
 	if len(v.WorkspaceRoots) > 0 {
 		roots = strings.Join(v.WorkspaceRoots, ", ")
 	}

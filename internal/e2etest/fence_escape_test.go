@@ -239,6 +239,14 @@ func TestE2EBwrapLibrariesProtected(t *testing.T) {
 			dirs[d] = true
 		}
 	}
+	// The policy names them all as roots a job may write: the fence's
+	// own refusal is what is tested (with no workspace_roots the policy
+	// refuses system directories first).
+	var list []string
+	for d := range dirs {
+		list = append(list, fmt.Sprintf("%q", d))
+	}
+	b.SetPolicy("workspace_roots = [" + strings.Join(list, ", ") + "]\n")
 	for libDir := range dirs {
 		job := b.WriteJob("lib.toml", fmt.Sprintf("mode = \"workspace_write\"\nwritable = [%q]\ncommand = \"echo RAN\"\n", libDir))
 		out, errOut, code := b.Run("run", job)
@@ -393,4 +401,35 @@ true
 			require.Equal(t, before[n].Uid, st.Uid, "/dev/%s's owner", n)
 		}
 	})
+}
+
+// TestE2ESystemDirsRefused: on a queue whose policy names no
+// workspace_roots (a fresh queue's), a workspace_write job may not write
+// a system directory (/etc/cron.d: a root worker's job would have the
+// host's cron run what it leaves): submit and run refuse the file with
+// its line, key and ceiling, check reports refused_by_policy, and nothing
+// is enqueued. A read_only job may have one as its workspace. Nothing is ever written
+// there, whatever the result.
+func TestE2ESystemDirsRefused(t *testing.T) {
+	t.Parallel()
+	b := Setup(t, "")
+	for name, tc := range map[string]struct{ text, want string }{
+		"cron": {"command = [\"true\"]\nmode = \"workspace_write\"\nwritable = [\"/etc/cron.d\"]\n",
+			`cron.toml:3: writable: refused by policy (workspace_roots): "/etc/cron.d" is in /etc, a system directory`},
+		"spool": {"command = [\"true\"]\nmode = \"workspace_write\"\nworkspace = \"/var/spool/cron\"\n",
+			`spool.toml:3: workspace: refused by policy (workspace_roots): "/var/spool/cron" is in /var/spool, a system directory`},
+	} {
+		job := b.WriteJob(name+".toml", tc.text)
+		for _, cmd := range []string{"submit", "run"} {
+			_, errOut, code := b.Run(cmd, job)
+			require.Equal(t, 2, code, "%s %s: %s", cmd, name, errOut)
+			require.Contains(t, errOut, tc.want, cmd)
+		}
+		out, _, code := b.Run("check", job)
+		require.Equal(t, 1, code, name)
+		require.Contains(t, out, "refused_by_policy")
+	}
+	require.Empty(t, b.List(), "nothing was enqueued")
+	out, errOut, code := b.Run("run", b.WriteJob("read.toml", "command = [\"ls\", \"/usr/share\"]\nmode = \"read_only\"\nworkspace = \"/usr/share\"\n"))
+	require.Equal(t, 0, code, out+errOut)
 }
