@@ -39,9 +39,14 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // git, a shell, ssh or the user's session would run later on the
 // operator's behalf, or who may log in (.ssh/authorized_keys). Debian's
 // /etc/skel/.bashrc sources .bash_aliases; ssh runs a config's
-// ProxyCommand and LocalCommand (ssh_config(5)); systemd --user starts
-// the units of .config/systemd/user/ and a desktop session those of
-// .config/autostart/ at login.
+// ProxyCommand and LocalCommand (ssh_config(5)), and sshd reads
+// .ssh/authorized_keys2 as well by default and .ssh/environment where
+// PermitUserEnvironment is set (sshd_config(5)); systemd --user starts
+// the units of .config/systemd/ and .local/share/systemd/, with the
+// environment of .config/environment.d/ (environment.d(5): LD_PRELOAD
+// there runs in every user service), and a desktop session those of
+// .config/autostart/, .xprofile and .xsessionrc at login; pam_env reads
+// .pam_environment where user_readenv is set.
 // Git reads a repository's config and hooks from the directory its
 // "commondir" file names (gitrepository-layout(5)), in any repository, and
 // each submodule and linked worktree has its own: those are protected
@@ -52,7 +57,8 @@ var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".bash_completion", ".profile",
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
 	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc", ".ssh/config", ".ssh/authorized_keys",
-	".config/systemd/user/", ".config/autostart/"}
+	".ssh/authorized_keys2", ".ssh/environment", ".pam_environment", ".xprofile", ".xsessionrc",
+	".config/systemd/", ".config/environment.d/", ".local/share/systemd/", ".config/autostart/"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.
 var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}
