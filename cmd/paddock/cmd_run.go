@@ -95,7 +95,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	id := jobs[0].ID
 	note := func(event, text string, attempt int) {
 		if gopts.JSON {
-			_ = writeJSON(os.Stderr, runProgress{MessageType: "run_progress", Event: event, JobID: id, Attempt: attempt, Message: text})
+			_ = writeJSON(termSafeWriter{os.Stderr}, runProgress{MessageType: "run_progress", Event: event, JobID: id, Attempt: attempt, Message: text})
 			return
 		}
 		fmt.Fprintf(os.Stderr, "paddock: %s\n", termSafe(text))
@@ -105,7 +105,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	// says it otherwise) and returns the exit error.
 	done := func(j queue.Job) error {
 		if gopts.JSON {
-			_ = writeJSON(os.Stderr, runProgress{MessageType: "run_progress", Event: "finished", JobID: id, Attempt: j.AttemptCount, State: string(j.State),
+			_ = writeJSON(termSafeWriter{os.Stderr}, runProgress{MessageType: "run_progress", Event: "finished", JobID: id, Attempt: j.AttemptCount, State: string(j.State),
 				Message: fmt.Sprintf("job %s %s: %s", id, j.State, j.Reason)})
 		}
 		return runExit(j)

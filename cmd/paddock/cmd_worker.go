@@ -91,7 +91,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	}
 	var handler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	if gopts.JSON {
-		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+		handler = slog.NewJSONHandler(termSafeWriter{os.Stderr}, &slog.HandlerOptions{Level: level})
 	}
 	log := slog.New(handler)
 

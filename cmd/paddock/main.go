@@ -119,7 +119,7 @@ func (e *exitCodeError) Unwrap() error { return e.err }
 // under --json, otherwise "paddock: <message>".
 func printError(gopts *GlobalOptions, err error) {
 	if gopts.JSON {
-		writeJSON(os.Stderr, map[string]any{"message_type": "exit_error", "message": err.Error()})
+		writeJSON(termSafeWriter{os.Stderr}, map[string]any{"message_type": "exit_error", "message": err.Error()})
 		return
 	}
 	fmt.Fprintf(os.Stderr, "paddock: %s\n", termSafe(err.Error()))

@@ -13,9 +13,11 @@ import (
 // title, ESC ] 52 writes the clipboard on many terminals, CR and ESC [
 // rewrite what is on the screen), and a bidirectional override would show
 // text in another order than it is (CVE-2021-42574, "Trojan Source").
-// So every command's output (cobra's OutOrStdout, errors, progress notes)
-// passes through termSafe, except the job's own output, which `logs` and
-// `run` copy byte for byte as a shell would.
+// So every command's output (cobra's OutOrStdout, errors, progress notes,
+// the worker's log, and JSON written to stderr: encoding/json leaves DEL,
+// C1 and the bidirectional overrides as they are) passes through
+// termSafe, except the job's own output, which `logs` and `run` copy
+// byte for byte as a shell would.
 
 // termSafe returns s with each character a terminal would act on
 // written out instead: the C0 controls but newline and tab, DEL, the C1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +83,15 @@ labels = { k = "\u202egnp.exe" }
 			require.Contains(t, errOut, `k\u001b]0;x\u0007`)
 		}
 	}
+	// JSON on stderr too: encoding/json leaves DEL, C1 and the
+	// bidirectional overrides raw; the escapes keep it valid JSON.
+	_, errOut, code := b.Run("--json", "submit", b.WriteJob("bidi.toml", "command = \"true\"\n\"k\u202e\u009b\u007f\" = 1\n"))
+	require.Equal(t, 2, code)
+	require.Equal(t, errOut, termSafe(errOut), "raw control characters in %q", errOut)
+	var exitErr struct{ Message string }
+	require.NoError(t, json.Unmarshal([]byte(errOut), &exitErr), errOut)
+	require.Contains(t, exitErr.Message, "k\u202e\u009b\u007f", "the JSON says what the file said")
+
 	out, _, code := b.Run("logs", ids[0])
 	require.Equal(t, 0, code)
 	require.Equal(t, "\x1b]0;pwned\x07", out, "the job's own output, as written")
