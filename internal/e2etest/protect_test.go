@@ -591,3 +591,49 @@ true
 	require.Contains(t, out, "WROTE-gitconfig")
 	require.Contains(t, out, "WROTE-xdg")
 }
+
+// TestE2EProtectedSessionFiles: in a workspace that is a home directory,
+// what sshd and a login read under the default list stay read-only: a
+// second authorized_keys file (sshd reads .ssh/authorized_keys2 by
+// default), a user service's environment (.config/environment.d), the
+// user manager's configuration and units (.config/systemd/user.conf,
+// .local/share/systemd/user drop-ins). With protect = [] the same job
+// writes them, so the check can fail.
+func TestE2EProtectedSessionFiles(t *testing.T) {
+	t.Parallel()
+	RequireBwrap(t)
+	b := Setup(t, "")
+	home := t.TempDir()
+	for _, d := range []string{".ssh", ".config/environment.d", ".config/systemd", ".local/share/systemd/user"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
+	}
+	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf"} {
+		require.NoError(t, os.WriteFile(filepath.Join(home, f), []byte("# mine\n"), 0o644))
+	}
+	job := b.WriteJob("session.toml", fmt.Sprintf(`mode = "workspace_write"
+workspace = %q
+command = '''
+echo ssh-ed25519 AAAA attacker >> .ssh/authorized_keys2 2>/dev/null && echo WROTE-keys2
+echo LD_PRELOAD=/tmp/x.so > .config/environment.d/50-x.conf 2>/dev/null && echo WROTE-envd
+echo DefaultEnvironment=LD_PRELOAD=/tmp/x.so >> .config/systemd/user.conf 2>/dev/null && echo WROTE-userconf
+mkdir -p .local/share/systemd/user/dbus.service.d 2>/dev/null && echo WROTE-dropin
+true
+'''
+`, home))
+	out, errOut, code := b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.NotContains(t, out, "WROTE-")
+	require.NoFileExists(t, filepath.Join(home, ".config/environment.d/50-x.conf"))
+	require.NoDirExists(t, filepath.Join(home, ".local/share/systemd/user/dbus.service.d"))
+	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf"} {
+		data, err := os.ReadFile(filepath.Join(home, f))
+		require.NoError(t, err)
+		require.Equal(t, "# mine\n", string(data), f)
+	}
+	b.SetPolicy("protect = []\n")
+	out, errOut, code = b.Run("run", job)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	for _, w := range []string{"WROTE-keys2", "WROTE-envd", "WROTE-userconf", "WROTE-dropin"} {
+		require.Contains(t, out, w)
+	}
+}
