@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // StatusFD is the file descriptor on which bwrap writes its JSON status
@@ -293,14 +292,36 @@ func (p Policy) mounts(roots []string, cp ConfineParams) []mount {
 	for _, f := range p.hideFiles {
 		out = append(out, mount{f, []string{"--ro-bind", "/dev/null", f}})
 	}
-	// A path holds fewer components than any it contains: ordering by
-	// their count, stably, puts each mount after those around it.
-	depth := func(path string) int {
-		if path == "/" {
-			return 0
+	return containmentOrder(out)
+}
+
+// containmentOrder returns ms with each mount after every one whose path
+// contains it, and otherwise in their order: at each step, the first
+// mount left that no other one left contains (there is always one:
+// containment of distinct paths has no cycle).
+func containmentOrder(ms []mount) []mount {
+	around := make([]int, len(ms)) // mounts left whose path contains ms[i]
+	for i, m := range ms {
+		for j, o := range ms {
+			if i != j && o.path != m.path && Within(m.path, o.path) {
+				around[i]++
+			}
 		}
-		return strings.Count(path, "/")
 	}
-	slices.SortStableFunc(out, func(a, b mount) int { return depth(a.path) - depth(b.path) })
+	out := make([]mount, 0, len(ms))
+	taken := make([]bool, len(ms))
+	for len(out) < len(ms) {
+		i := 0
+		for taken[i] || around[i] > 0 {
+			i++
+		}
+		taken[i] = true
+		out = append(out, ms[i])
+		for k, o := range ms {
+			if !taken[k] && o.path != ms[i].path && Within(o.path, ms[i].path) {
+				around[k]--
+			}
+		}
+	}
 	return out
 }
