@@ -53,7 +53,7 @@ type attemptView struct {
 	WorkerID        string          `json:"worker_id,omitempty"`
 	StartedAt       time.Time       `json:"started_at"`
 	EndedAt         *time.Time      `json:"ended_at,omitempty"`
-	DurationSeconds float64         `json:"duration_seconds"`
+	DurationSeconds float64         `json:"duration_seconds"` // so far while it runs
 	Outcome         string          `json:"outcome,omitempty"`
 	ExitCode        *int            `json:"exit_code,omitempty"`
 	Signal          string          `json:"signal,omitempty"`
@@ -139,6 +139,8 @@ func viewOf(j queue.Job) jobView {
 			e := a.EndedAt
 			av.EndedAt = &e
 			av.DurationSeconds = e.Sub(a.StartedAt).Seconds()
+		} else if !a.StartedAt.IsZero() {
+			av.DurationSeconds = time.Since(a.StartedAt).Seconds() // so far, as ls shows it
 		}
 		v.Attempts = append(v.Attempts, av)
 	}
@@ -294,7 +296,11 @@ func printShow(w io.Writer, v jobView) {
 	}
 	printSpec(w, v.Spec.Spec)
 	for _, at := range v.Attempts {
-		fmt.Fprintf(w, "\nattempt %d  %s", at.Number, at.Outcome)
+		outcome := at.Outcome
+		if outcome == "" && at.EndedAt == nil {
+			outcome = "running"
+		}
+		fmt.Fprintf(w, "\nattempt %d  %s", at.Number, outcome)
 		if at.ExitCode != nil {
 			fmt.Fprintf(w, "  exit=%d", *at.ExitCode)
 		}

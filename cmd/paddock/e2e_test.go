@@ -500,3 +500,22 @@ after = ["first"]
 	require.Equal(t, float64(0), s["attempt_count"])
 	require.IsType(t, []any{}, s["attempts"])
 }
+
+// TestE2EShowRunningAttempt: show names a running attempt as running,
+// with its time so far (as ls does), in text and in JSON.
+func TestE2EShowRunningAttempt(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	b.StartWorker()
+	id := b.Submit(b.WriteJob("sl.toml", "name = \"sl\"\ncommand = \"sleep 60\"\n"))[0]
+	b.WaitState(id, time.Minute, "running")
+	require.Eventually(t, func() bool {
+		out, _, _ := b.Run("show", id)
+		return strings.Contains(out, "\nattempt 1  running  ") && !strings.Contains(out, "  0.000s  ")
+	}, 30*time.Second, 100*time.Millisecond, "show of a running attempt")
+	j := b.Show(id)
+	require.NotEmpty(t, j.Attempts)
+	require.Greater(t, j.Attempts[0].DurationSeconds, 0.0)
+	_, errOut, code := b.Run("cancel", id)
+	require.Equal(t, 0, code, errOut)
+}

@@ -238,15 +238,16 @@ func (b *Bundle) SetPolicy(text string) string {
 
 // Attempt is one attempt as `paddock --json show` prints it.
 type Attempt struct {
-	Number       int             `json:"number"`
-	Outcome      string          `json:"outcome"`
-	ExitCode     *int            `json:"exit_code"`
-	Signal       string          `json:"signal"`
-	Reason       string          `json:"reason"`
-	ConfinedArgv []string        `json:"confined_argv"`
-	Trail        json.RawMessage `json:"hook_trail"`
-	StdoutPath   string          `json:"stdout_path"`
-	PolicySHA256 string          `json:"policy_sha256"`
+	Number          int             `json:"number"`
+	DurationSeconds float64         `json:"duration_seconds"`
+	Outcome         string          `json:"outcome"`
+	ExitCode        *int            `json:"exit_code"`
+	Signal          string          `json:"signal"`
+	Reason          string          `json:"reason"`
+	ConfinedArgv    []string        `json:"confined_argv"`
+	Trail           json.RawMessage `json:"hook_trail"`
+	StdoutPath      string          `json:"stdout_path"`
+	PolicySHA256    string          `json:"policy_sha256"`
 }
 
 // Job is a job as `paddock --json show` prints it.
