@@ -19,6 +19,7 @@ import (
 	"paddock/jobspec"
 	"paddock/queue"
 	"paddock/runner"
+	"paddock/sandbox"
 )
 
 // SubmitOptions are the flags of `paddock submit`.
@@ -275,7 +276,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		}
 		reportSubmittedSchedules(ctx, a, f.specs, f.path, out, gopts.JSON) // cmd_schedules.go
 	}
-	warnMissingWorkspaces(cmd.ErrOrStderr(), files, gopts.JSON)
+	warnUnrunnable(cmd.ErrOrStderr(), a, files, gopts.JSON)
 	_ = runner.Wake(a.StateDir)
 	if !opts.Wait {
 		return nil
@@ -283,28 +284,38 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	return waitJobs(ctx, a, ids, opts.Timeout, out, gopts.JSON)
 }
 
-// warnMissingWorkspaces says, on w, which submitted jobs name a
-// workspace that does not exist: they are queued (an earlier job, or the
-// operator, may make it before they start), but a worker fails each
-// attempt that finds it missing, as `paddock check` says now. Each
-// directory is said once; nothing with asJSON (a
-// "submit_warning" object instead).
-func warnMissingWorkspaces(w io.Writer, files []parsedFile, asJSON bool) {
+// warnUnrunnable says, on w, which submitted jobs every worker would
+// fail before they run (runner_failed, as `paddock check` says
+// cannot_run): a workspace that does not exist yet (an earlier job, or
+// the operator, may make it before they start), or a workspace or
+// writable path the fence refuses (paddock's state directory, a hidden
+// one, one holding what paddock runs). They are queued all the same: a
+// worker on another host may see other paths. Each workspace is said
+// once (a job with its own default workspace is not checked); with
+// asJSON each warning is a "submit_warning" object.
+func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
+	warn := func(msg string) {
+		if asJSON {
+			writeJSON(w, map[string]any{"message_type": "submit_warning", "message": msg})
+		} else {
+			fmt.Fprintf(w, "paddock: warning: %s\n", msg)
+		}
+	}
 	seen := map[string]bool{}
+	ex := a.Executor(nil, sandbox.ProbeReport{}, nil)
 	for _, f := range files {
 		for _, sp := range f.specs {
 			if sp.Workspace == "" || seen[sp.Workspace] {
-				continue
+				continue // its own default workspace, made when it runs
 			}
 			seen[sp.Workspace] = true
-			if _, err := os.Stat(sp.Workspace); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(sp.Workspace); errors.Is(err, fs.ErrNotExist) {
+				warn(fmt.Sprintf("job %q: workspace %s does not exist yet: each attempt that starts before it does fails (not run)", sp.Name, sp.Workspace))
 				continue
 			}
-			msg := fmt.Sprintf("job %q: workspace %s does not exist yet: each attempt that starts before it does fails (not run)", sp.Name, sp.Workspace)
-			if asJSON {
-				writeJSON(w, map[string]any{"message_type": "submit_warning", "message": msg})
-			} else {
-				fmt.Fprintf(w, "paddock: warning: %s\n", msg)
+			hj := ex.HookJob(queue.Job{Name: sp.Name, Spec: sp}, sp.Workspace, 1)
+			if err := a.Fence().CheckJob(hj); err != nil {
+				warn(fmt.Sprintf("job %q: each attempt will fail before it runs (not run): %v", sp.Name, err))
 			}
 		}
 	}

@@ -500,3 +500,27 @@ func TestE2ESubmitWarnsOfMissingWorkspace(t *testing.T) {
 	require.Contains(t, errOut, `paddock: warning: job "later": workspace `+filepath.Join(dir, "checkout")+" does not exist yet")
 	require.NotContains(t, errOut, `job "now"`)
 }
+
+// TestE2ESubmitWarnsOfUnrunnable: a job whose workspace is paddock's
+// state directory, or whose writable path holds paddock's own binary, is
+// queued with a warning that every attempt will fail before it runs, as
+// check says cannot_run; a job the fence allows gets none.
+func TestE2ESubmitWarnsOfUnrunnable(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	require.NoError(t, os.MkdirAll(b.State, 0o700))
+	fine := t.TempDir()
+	job := b.WriteJob("bad.toml", fmt.Sprintf("[[job]]\nname = \"state\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = [\"true\"]\n"+
+		"[[job]]\nname = \"bin\"\nmode = \"workspace_write\"\nworkspace = %q\nwritable = [%q]\ncommand = [\"true\"]\n"+
+		"[[job]]\nname = \"fine\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = [\"true\"]\n",
+		b.State, fine, filepath.Dir(b.Bin), t.TempDir()))
+	out, errOut, code := b.Run("submit", job)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "state")
+	require.Contains(t, errOut, `paddock: warning: job "state": each attempt will fail before it runs (not run): runner: `+b.State+" is paddock's state directory")
+	require.Contains(t, errOut, `paddock: warning: job "bin": each attempt will fail before it runs (not run): runner: `+filepath.Dir(b.Bin)+" contains")
+	require.NotContains(t, errOut, `job "fine"`)
+	out, _, code = b.Run("check", job)
+	require.Equal(t, 1, code)
+	require.Equal(t, 2, strings.Count(out, "cannot_run"), out)
+}
