@@ -70,7 +70,7 @@ func (o *HookTestOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.Mode, "mode", "workspace_write", "default request: the job's sandbox mode")
 	f.StringVar(&o.Cwd, "cwd", "", "default request: the job's working directory (default: the current directory)")
 	f.StringVar(&o.Workspace, "workspace", "", "default request: the job's workspace (default: --cwd)")
-	f.BoolVar(&o.Network, "network", true, "default request: the job shares the host network")
+	f.BoolVar(&o.Network, "network", false, "default request: the job shares the host network (jobs have none unless they ask and the policy allows it)")
 	f.StringVar(&o.Cases, "cases", "", "run the policy cases of a TOML file (a job and the expected decision each) and print a pass/fail table")
 }
 

@@ -112,6 +112,7 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return writeJSON(cmd.OutOrStdout(), policyViewOf(pol, &set))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "policy set from %s (sha256 %s)\n", abs, set.SHA256)
+	fmt.Fprintln(cmd.ErrOrStderr(), "paddock: workers running on this queue under another policy stop claiming jobs and exit: start them again to run under this one")
 	for _, w := range pol.Warnings() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", w)
 	}
