@@ -392,7 +392,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 		problems = append(problems, path+": "+p.msg)
 	}
 	if len(problems) > 0 {
-		return c, fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(problems, "\n  "))
+		return c, fmt.Errorf("%w:\n  %s", ErrConfig, strings.Join(orderByLine(path, problems), "\n  "))
 	}
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"paddock/hooks"
@@ -158,7 +159,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 		}
 	}
 	for i, r := range p.WorkspaceRoots {
-		if !filepath.IsAbs(r) {
+		if !filepath.IsAbs(r) && !strings.HasPrefix(r, "~") {
 			p.WorkspaceRoots[i] = filepath.Join(dir, r)
 		}
 	}
@@ -174,6 +175,11 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 		problems = append(problems, at("max_mode")+"max_mode: "+err.Error())
 	}
 	for _, r := range p.WorkspaceRoots {
+		if strings.HasPrefix(r, "~") {
+			// Not expanded: which home would it be, on which host?
+			problems = append(problems, fmt.Sprintf("%sworkspace_roots: %q: give an absolute path (~ is not expanded here: the workers' homes may differ)", at("workspace_roots"), r))
+			continue
+		}
 		if _, err := sandbox.Canonical(r); err != nil {
 			problems = append(problems, fmt.Sprintf("%sworkspace_roots: %q: %v", at("workspace_roots"), r, err))
 		}
@@ -224,9 +230,29 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	}
 	p.Hooks = c.Hooks
 	if len(problems) > 0 {
-		return p, fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(problems, "\n  "))
+		return p, fmt.Errorf("%w:\n  %s", ErrPolicy, strings.Join(orderByLine(path, problems), "\n  "))
 	}
 	return p, nil
+}
+
+// orderByLine sorts problems, each "PATH:LINE: ..." or "PATH: ...", by
+// their line, stably, those without one first: the order a reader goes
+// through the file in.
+func orderByLine(path string, problems []string) []string {
+	line := func(p string) int {
+		rest, ok := strings.CutPrefix(p, path+":")
+		if !ok {
+			return 0
+		}
+		n, _, _ := strings.Cut(rest, ":")
+		l, err := strconv.Atoi(n)
+		if err != nil {
+			return 0
+		}
+		return l
+	}
+	slices.SortStableFunc(problems, func(a, b string) int { return line(a) - line(b) })
+	return problems
 }
 
 // IsDefault reports whether p is the built-in default (no policy set).

@@ -18,6 +18,9 @@ func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
 	for name, tc := range map[string]struct{ text, want string }{
 		"unknown key":     {"allow_netwrk = true\n", `p.toml:1: unknown key "allow_netwrk" (did you mean "allow_network"?)`},
 		"bad mode":        {"\n\nmax_mode = \"root\"\n", "p.toml:3: max_mode:"},
+		"mode typo":       {"max_mode = \"readonly\"\n", `(did you mean "read_only"?)`},
+		"~ root":          {"workspace_roots = [\"~/proj\"]\n", `p.toml:1: workspace_roots: "~/proj": give an absolute path`},
+		"in file order":   {"max_mode = \"x\"\nzz = 1\n", "p.toml:1: max_mode: sandbox: unknown mode \"x\" (valid: read_only, workspace_write, danger_full_access)\n  /etc/p.toml:2: unknown key \"zz\""},
 		"wrong type":      {"allow_network = \"yes\"\n", "p.toml:1:"},
 		"hook no sha256":  {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\n", `p.toml:1: hook "a": sha256: required in a policy`},
 		"hook no name":    {"[[hook]]\npath = \"/a.wasm\"\nsha256 = \"00\"\n", "p.toml:1: hook 1: name: required"},

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+
+	"paddock/internal/suggest"
 )
 
 // Mode says what a confined command may write. The zero value is not a
@@ -40,7 +42,7 @@ func ParseMode(s string) (Mode, error) {
 	for _, m := range Modes() {
 		names = append(names, string(m))
 	}
-	return "", fmt.Errorf("sandbox: unknown mode %q (valid: %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("sandbox: unknown mode %q (valid: %s)%s", s, strings.Join(names, ", "), suggest.DidYouMean(s, names))
 }
 
 // Confined reports whether m runs under bwrap (every mode except
