@@ -83,6 +83,7 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 			f.Close()
 		}
 	}()
+	hintAt := time.Now().Add(waitNoWorkerHint) // as wait says it
 	for {
 		j, err := a.getJob(ctx, ref)
 		if err != nil {
@@ -167,6 +168,12 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 				}
 			}
 			return nil
+		}
+		if !hintAt.IsZero() && time.Now().After(hintAt) {
+			hintAt = time.Time{}
+			if j.State == queue.StateQueued && !ok {
+				fmt.Fprintf(cmd.ErrOrStderr(), "paddock: still waiting: job %s has not started; is a worker running on this state directory (paddock worker)?\n", j.ID)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -128,3 +128,24 @@ func waitOpen(t *testing.T, pid int, name string) {
 	}
 	t.Fatalf("process %d never opened %s", pid, name)
 }
+
+// TestE2ELogsFollowHintsAtMissingWorker: logs -f of a job that nothing
+// starts says, after a while, that a worker may be missing, as wait
+// does, and goes on waiting.
+func TestE2ELogsFollowHintsAtMissingWorker(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	id := b.Submit(b.WriteJob("one.toml", "name = \"lonely\"\ncommand = [\"/bin/true\"]\n"))[0]
+	ctx, cancel := context.WithTimeout(context.Background(), waitNoWorkerHint+10*time.Second)
+	defer cancel()
+	var stderr syncBuffer
+	lc := b.Cmd(ctx, "logs", "-f", id)
+	lc.Stderr = &stderr
+	require.NoError(t, lc.Start())
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "is a worker running on this state directory") },
+		waitNoWorkerHint+8*time.Second, 100*time.Millisecond, "logs -f said nothing: %s", stderr.String())
+	require.Contains(t, stderr.String(), "job "+id+" has not started")
+	require.Nil(t, lc.ProcessState, "it goes on waiting")
+	require.NoError(t, lc.Process.Signal(syscall.SIGINT))
+	_ = lc.Wait()
+}
