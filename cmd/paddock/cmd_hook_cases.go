@@ -160,7 +160,8 @@ func runHookCases(ctx context.Context, opts HookTestOptions, gopts *GlobalOption
 			if !m.Passed {
 				result, why = "FAIL", strings.Join(m.Problems, "; ")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", result, m.Case, m.Want, m.Got, why)
+			// Escaped before the widths are measured (termsafe.go).
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", result, termSafe(m.Case), m.Want, m.Got, termSafe(why))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

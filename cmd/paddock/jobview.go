@@ -157,6 +157,12 @@ func waitingOf(ctx context.Context, st queue.Store, jobs []queue.Job) (map[strin
 // printTable prints rows (the first is the header) as aligned columns;
 // the last column is not padded.
 func printTable(w io.Writer, rows [][]string) {
+	// Escaped first (termsafe.go), so that the widths are what is shown.
+	for _, row := range rows {
+		for i, c := range row {
+			row[i] = termSafe(c)
+		}
+	}
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row {
