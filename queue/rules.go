@@ -146,7 +146,7 @@ func (e *nameHeldError) Unwrap() error { return ErrNameInUse }
 
 // WrongState is ErrWrongState for operation op on job j.
 func WrongState(j Job, op string) error {
-	return fmt.Errorf("%w: cannot %s job %s: it is %s", ErrWrongState, op, j.ID, j.State)
+	return fmt.Errorf("%w: cannot %s job %s: its state is %s", ErrWrongState, op, j.ID, j.State)
 }
 
 // CancelEffect is what JobCancel does to a job.
