@@ -602,23 +602,7 @@ func PinnedInside(pol sandbox.Policy, pins *sandbox.Pinned, dirs []string, exemp
 			ids[id] = d
 		}
 	}
-	roots := pol.Roots()
-	for i, file := range pins.Files() {
-		if exempt != nil && exempt(i) {
-			continue
-		}
-		in := ""
-		if err := walkUp(file, func(id fileID, _ bool) bool {
-			in = ids[id]
-			return in == ""
-		}); err != nil {
-			return roots[i], "", fmt.Errorf("runner: checking %s: %w", roots[i], err)
-		}
-		if in != "" {
-			return roots[i], in, nil
-		}
-	}
-	return "", "", nil
+	return pinnedFirst(pol, pins, ids, exempt, true)
 }
 
 // PinnedWithin checks each pinned root of pol whose index is not exempt
@@ -631,34 +615,42 @@ func PinnedInside(pol sandbox.Policy, pins *sandbox.Pinned, dirs []string, exemp
 // binds. dirs are given as open descriptors (within) or as paths, stat'ed
 // now (withinPaths; those that do not exist count for nothing).
 func PinnedWithin(pol sandbox.Policy, pins *sandbox.Pinned, within []*os.File, withinPaths []string, exempt func(i int) bool) (string, error) {
-	ids := map[fileID]bool{}
+	ids := map[fileID]string{}
 	for _, d := range withinPaths {
 		if id, ok := statPathID(d); ok {
-			ids[id] = true
+			ids[id] = d
 		}
 	}
 	for _, f := range within {
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil {
-			ids[statID(&st)] = true
+			ids[statID(&st)] = f.Name()
 		}
 	}
+	root, _, err := pinnedFirst(pol, pins, ids, exempt, false)
+	return root, err
+}
+
+// pinnedFirst returns the first pinned root of pol, exempt ones skipped,
+// that is (inside true) or is not (inside false) one of the directories
+// ids names or below one, walking up from its descriptor; with inside,
+// also the name of the directory it is in.
+func pinnedFirst(pol sandbox.Policy, pins *sandbox.Pinned, ids map[fileID]string, exempt func(i int) bool, inside bool) (root, dir string, err error) {
 	roots := pol.Roots()
 	for i, file := range pins.Files() {
 		if exempt != nil && exempt(i) {
 			continue
 		}
-		inside := false
-		err := walkUp(file, func(id fileID, _ bool) bool {
-			inside = ids[id]
-			return !inside
-		})
-		if err != nil {
-			return roots[i], fmt.Errorf("runner: checking %s: %w", roots[i], err)
+		in, found := "", false
+		if err := walkUp(file, func(id fileID, _ bool) bool {
+			in, found = ids[id]
+			return !found
+		}); err != nil {
+			return roots[i], "", fmt.Errorf("runner: checking %s: %w", roots[i], err)
 		}
-		if !inside {
-			return roots[i], nil
+		if found == inside {
+			return roots[i], in, nil
 		}
 	}
-	return "", nil
+	return "", "", nil
 }
