@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/cmd/internal/compose"
+	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -67,11 +68,15 @@ with symlinks resolved: bound writable (workspace_write) or read-only
 danger_full_access binds nothing. From / or a system directory such as
 /usr, confine refuses, whatever the mode.
 
-When a paddock worker (with the same --config and --state-dir) would
-refuse to run a job with this policy, because the workspace or a
---writable path contains or lies in what paddock protects (its state
-directory, config, hooks, its own binary, bwrap), confine still prints
-the argv and exits 0, and writes the worker's reason on stderr as
+The argv has the queue's policy in it as a worker builds it (the state
+directory's queue: its hidden and protected paths, the defaults when no
+policy is set). When a paddock worker (with the same --config and
+--state-dir) would refuse to run a job with this policy, because the
+workspace or a --writable path contains or lies in what paddock protects
+(its state directory, config, hooks, its own binary, bwrap), or the
+queue's policy would (workspace_roots, a system tree, the network, Unix
+sockets), confine still prints the argv and exits 0, and writes the
+reason on stderr as
 "paddock: warning: a paddock worker would not run a job with this
 workspace: REASON" (with --json, a "confine_warning" object).`,
 		Example: `  paddock confine -- make test
@@ -93,8 +98,18 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 			if err != nil {
 				cfg, stateDir = runner.Config{}, ""
 			}
-			fence := compose.FenceFor(stateDir, cfg)
-			return runConfine(cmd.Context(), opts, gopts, &fence, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			// The queue's policy, when the state directory's queue can be
+			// read: its hidden and protected paths are in the argv as a
+			// worker builds it, and its ceilings are warned of.
+			in := &compose.Install{Config: cfg, StateDir: stateDir, Policy: runner.DefaultPolicy()}
+			if stateDir != "" {
+				if pol, err := queuePolicy(cmd.Context(), cmd, gopts); err == nil {
+					in.Policy = pol
+				} else {
+					fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: the queue's policy could not be read (%v): the argv shows its defaults\n", err)
+				}
+			}
+			return runConfine(cmd.Context(), opts, gopts, in, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -107,9 +122,33 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 	return cmd
 }
 
-// runConfine writes the confined argv to out. When fence is not nil and
-// refuses the policy, it writes a warning to errOut and still succeeds.
-func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, fence *runner.Fence, args []string, out, errOut io.Writer) error {
+// queuePolicy reads the queue's policy (the defaults when none is set),
+// without binding a hook chain to it.
+func queuePolicy(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (runner.Policy, error) {
+	a, err := openApp(ctx, cmd, gopts)
+	if err != nil {
+		return runner.Policy{}, err
+	}
+	defer a.Close()
+	stored, err := a.store.PolicyGet(ctx)
+	if errors.Is(err, queue.ErrPolicyNotSet) {
+		return runner.DefaultPolicy(), nil
+	}
+	if err != nil {
+		return runner.Policy{}, err
+	}
+	return runner.ParsePolicy(stored.Path, []byte(stored.Source))
+}
+
+// runConfine writes the confined argv to out. With in (an install and
+// the queue's policy), the argv is built as its worker would (its fence:
+// hidden and protected paths), and what the worker or the policy would
+// refuse is written as a warning to errOut; confine still succeeds.
+func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, in *compose.Install, args []string, out, errOut io.Writer) error {
+	var fence *runner.Fence
+	if in != nil {
+		fence = in.Fence()
+	}
 	if len(args) == 0 {
 		return usagef("confine: no command given (usage: paddock confine [flags] -- ARGV...)")
 	}
@@ -163,6 +202,10 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	if fence != nil {
 		if ferr := fence.Check(policy, ""); ferr != nil {
 			warn("a paddock worker would not run a job with this workspace: " + ferr.Error())
+		}
+		ask := runner.Ask{Mode: mode, Network: opts.Network, UnixSockets: opts.UnixSockets, Workspace: policy.Workspace(), Writable: policy.Writable()}
+		if refused := in.Policy.Judge(ask); refused != nil {
+			warn("the queue's policy would refuse a job asking this: " + refused.Error())
 		}
 	}
 	if mode.Confined() {

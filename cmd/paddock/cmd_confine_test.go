@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -170,4 +171,35 @@ func TestE2EConfineWarnsWhatAWorkerRefuses(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, " --bind "+plain+" "+plain+" ")
 	require.Empty(t, errOut)
+}
+
+// TestE2EConfineShowsTheQueuesPolicy: confine's argv has the queue's
+// protected and hidden paths in it, as a worker builds it (the defaults
+// with no policy set: a repository's .git/hooks read-only), so that the
+// argv run by hand holds as a job does; what the policy's ceilings would
+// refuse is warned of.
+func TestE2EConfineShowsTheQueuesPolicy(t *testing.T) {
+	t.Parallel()
+	requireBwrapCmd(t)
+	b := e2etest.Setup(t, "")
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "secrets"), 0o755))
+	hooks, secrets := filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "secrets")
+
+	out, errOut, code := b.Run("confine", "--workspace", ws, "--", "true")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, " --ro-bind "+hooks+" "+hooks+" ", "the default protect list")
+	require.Empty(t, errOut)
+
+	b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q]\nprotect = []\n", secrets))
+	out, errOut, code = b.Run("confine", "--workspace", ws, "--", "true")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, " --tmpfs "+secrets+" ", "the policy's hide list")
+	require.NotContains(t, out, hooks, "the policy emptied the protect list")
+
+	_, errOut, code = b.Run("confine", "--workspace", ws, "--writable", "/etc/cron.d", "--", "true")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, `paddock: warning: the queue's policy would refuse a job asking this: writable: refused by policy (workspace_roots): "/etc/cron.d" is in /etc, a system directory`)
 }
