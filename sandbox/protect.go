@@ -149,6 +149,11 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 					continue
 				}
 				cands = expandEntry(root, rel)
+				more, err := anchoredAbove(root, rel)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
+				}
+				cands = append(cands, more...)
 			}
 			if base == "/" {
 				// An absolute entry is this job's concern only where it
@@ -222,6 +227,40 @@ func expandEntry(base, rel string) []string {
 		m[i] = filepath.Join(base, m[i], rest)
 	}
 	return m
+}
+
+// anchoredAbove returns what the relative protect entry rel names below
+// root when it starts above it: root's last k components match rel's
+// first k (a glob component matching), so that rel continues inside root
+// (a root ".../.git" with ".git/hooks" gives ".../.git/hooks"; one
+// ".../.config" with ".config/git/" gives ".../.config/git"). A root that
+// rel names itself, or that lies inside what it names (a root
+// ".../.git/hooks/x"), is an error wrapping [ErrBadPath]: the job would
+// write the protected path, which no mount inside the root can keep.
+func anchoredAbove(root, rel string) ([]string, error) {
+	parts := strings.Split(rel, "/")
+	comps := strings.Split(strings.TrimPrefix(root, "/"), "/")
+	match := func(names, pats []string) bool {
+		for i, pat := range pats {
+			if ok, err := filepath.Match(pat, names[i]); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i+len(parts) <= len(comps); i++ {
+		if match(comps[i:i+len(parts)], parts) {
+			named := "/" + filepath.Join(comps[:i+len(parts)]...)
+			return nil, fmt.Errorf("sandbox: writable root %q is or lies inside the protected path %q: %w", root, named, ErrBadPath)
+		}
+	}
+	var out []string
+	for k := 1; k < len(parts) && k <= len(comps); k++ {
+		if match(comps[len(comps)-k:], parts[:k]) {
+			out = append(out, expandEntry(root, filepath.Join(parts[k:]...))...)
+		}
+	}
+	return out, nil
 }
 
 // maxProtectMatches bounds the paths one glob of the protect list may

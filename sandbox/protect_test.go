@@ -258,3 +258,33 @@ func TestProtectGlobBounded(t *testing.T) {
 	_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: other, Protect: []string{filepath.Join(ws, ".git", "modules", "*", "config")}})
 	require.NoError(t, err)
 }
+
+// TestProtectAnchoredAbove: a relative entry also applies to a root that
+// starts inside its path (a root .git gets its hooks protected, a root
+// .config its git/), and a root that is or lies inside what an entry
+// names is refused, as a writable .git/hooks beside its workspace is.
+func TestProtectAnchoredAbove(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for _, d := range []string{"repo/.git/hooks/x", "repo/.git/modules/sub/hooks", "home/.config/git"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(base, d), 0o755))
+	}
+	at := func(rel string) string { return filepath.Join(base, rel) }
+	for root, want := range map[string]string{
+		"repo/.git":             at("repo/.git/hooks"),
+		"repo/.git/modules/sub": at("repo/.git/modules/sub/hooks"),
+		"home/.config":          at("home/.config/git"),
+	} {
+		p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: at(root), Protect: []string{".git/hooks/", ".git/modules/*/hooks/", ".config/git/"}})
+		require.NoError(t, err, root)
+		require.Contains(t, p.Protected(), want, root)
+	}
+	for _, root := range []string{"repo/.git/hooks", "repo/.git/hooks/x", "repo/.git/modules/sub/hooks", "home/.config/git"} {
+		_, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: at(root), Protect: []string{".git/hooks/", ".git/modules/*/hooks/", ".config/git/"}})
+		require.ErrorIs(t, err, ErrBadPath, root)
+		require.ErrorContains(t, err, "is or lies inside the protected path", root)
+	}
+	_, err = NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: at("repo/.git/hooks"), Protect: []string{".git/hooks/"}})
+	require.NoError(t, err, "a read_only job writes nothing")
+}

@@ -637,3 +637,29 @@ true
 		require.Contains(t, out, w)
 	}
 }
+
+// TestE2EProtectedRootInsideGit: a job whose workspace is a
+// repository's .git/hooks is refused before it runs, and one whose
+// workspace is the .git directory itself gets hooks read-only inside it
+// (the rest of .git stays writable). Both grades.
+func TestE2EProtectedRootInsideGit(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		repo := hostDirUnder(t, "/var/tmp")
+		hooks := filepath.Join(repo, ".git", "hooks")
+		require.NoError(t, os.MkdirAll(hooks, 0o777))
+		require.NoError(t, os.Chmod(filepath.Join(repo, ".git"), 0o777))
+		inHooks := b.WriteJob("hooks.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = \"echo evil > pre-commit\"\n", hooks))
+		out, errOut, code := b.Run("run", inHooks)
+		require.Equal(t, 125, code, out+errOut)
+		require.Contains(t, errOut, "is or lies inside the protected path")
+		require.NoFileExists(t, filepath.Join(hooks, "pre-commit"))
+
+		inGit := b.WriteJob("git.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = '''\necho evil > hooks/pre-commit 2>/dev/null && echo WROTE-hook\necho mine > description && echo WROTE-description\n'''\n", filepath.Join(repo, ".git")))
+		out, errOut, code = b.Run("run", inGit)
+		require.Equal(t, 0, code, out+errOut)
+		require.NotContains(t, out, "WROTE-hook")
+		require.Contains(t, out, "WROTE-description")
+		require.NoFileExists(t, filepath.Join(hooks, "pre-commit"))
+	})
+}
