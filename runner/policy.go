@@ -296,13 +296,32 @@ func expand(l *[]string, def []string) []string {
 }
 
 // Warnings are what a policy sets that is valid but likely not meant,
-// one sentence each, naming the file and line: today a non-empty hide or
+// one sentence each, naming the file and line: a workspace root that is,
+// holds or lies in one of [sandbox.SystemTrees] (an operator may mean
+// it, `workspace_roots = ["/"]` rarely does), and a non-empty hide or
 // protect list without [DefaultSetMarker], which drops the default list
 // (`protect = [".env"]` protects .env and no longer .git/hooks). An empty
 // list (`protect = []`) is the documented way to drop the defaults and is
 // not warned of. Nil when there is nothing to say.
 func (p Policy) Warnings() []string {
 	var out []string
+	for _, r := range p.WorkspaceRoots {
+		var opened []string
+		for _, t := range sandbox.SystemTrees {
+			if underAny(t, []string{r}) || underAny(r, []string{t}) {
+				opened = append(opened, t)
+			}
+		}
+		if len(opened) == 0 {
+			continue
+		}
+		where := p.Path
+		if l := p.lines["workspace_roots"]; l > 0 {
+			where = fmt.Sprintf("%s:%d", p.Path, l)
+		}
+		out = append(out, fmt.Sprintf("%s: workspace_roots: %q lets jobs write in %s, which the host runs or configures itself from: a root worker's job could have the host run what it leaves there",
+			where, r, strings.Join(opened, ", ")))
+	}
 	for _, key := range []string{"hide", "protect"} {
 		list, def, verb := p.Hide, DefaultHide, "hidden"
 		if key == "protect" {
@@ -409,11 +428,11 @@ func (p Policy) Judge(a Ask) *RefusedError {
 	}
 	if a.Network && a.Mode.Confined() && !p.AllowNetwork {
 		return &RefusedError{Key: "network", Ceiling: CeilingNetwork,
-			Msg: "the job asks for the network; the policy has allow_network = false"}
+			Msg: "the job asks for the network; the policy has allow_network = false (drop network = true, or the operator may allow it)"}
 	}
 	if a.UnixSockets && a.Mode.Confined() && !p.UnixSockets {
 		return &RefusedError{Key: "unix_sockets", Ceiling: CeilingUnixSockets,
-			Msg: "the job asks for Unix sockets; the policy has unix_sockets = false"}
+			Msg: "the job asks for Unix sockets; the policy has unix_sockets = false (drop unix_sockets = true, or the operator may allow them)"}
 	}
 	if len(p.WorkspaceRoots) == 0 && a.Mode == sandbox.ModeWorkspaceWrite {
 		check := func(key, path string) *RefusedError {
@@ -440,7 +459,7 @@ func (p Policy) Judge(a Ask) *RefusedError {
 				return nil
 			}
 			return &RefusedError{Key: key, Ceiling: CeilingWorkspaceRoots,
-				Msg: fmt.Sprintf("%q is not under any of the policy's workspace_roots (%s)", path, strings.Join(p.WorkspaceRoots, ", "))}
+				Msg: fmt.Sprintf("%q is not under any of the policy's workspace_roots (%s): choose a directory under one, or the operator may add it there", path, strings.Join(p.WorkspaceRoots, ", "))}
 		}
 		if e := check("workspace", a.Workspace); e != nil {
 			return e
@@ -538,7 +557,7 @@ func (p Policy) SameChain(c Config) error {
 	}
 	fix := fmt.Sprintf("remove the [[hook]] tables from %s (the queue's policy names the chain) or make them match `paddock policy show`", c.Path)
 	if len(c.Hooks) != len(p.Hooks) {
-		return fmt.Errorf("%w: %s names %d hooks, %s names %d: %s", ErrPolicyMismatch, c.Path, len(c.Hooks), p.Label(), len(p.Hooks), fix)
+		return fmt.Errorf("%w: %s names %s, %s names %d: %s", ErrPolicyMismatch, c.Path, hooksCount(len(c.Hooks)), p.Label(), len(p.Hooks), fix)
 	}
 	for i := range c.Hooks {
 		ch, ph := c.Hooks[i], p.Hooks[i]
@@ -571,3 +590,11 @@ func ExpandHome(path, home string) string {
 
 // homeDir is $HOME, or "" when unset.
 func homeDir() string { h, _ := os.UserHomeDir(); return h }
+
+// hooksCount is "1 hook" or "N hooks".
+func hooksCount(n int) string {
+	if n == 1 {
+		return "1 hook"
+	}
+	return fmt.Sprintf("%d hooks", n)
+}

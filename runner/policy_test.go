@@ -82,6 +82,12 @@ func TestPolicyWarnsOfDroppedDefaults(t *testing.T) {
 		require.Empty(t, p.Warnings(), text)
 	}
 	require.Empty(t, DefaultPolicy().Warnings())
+
+	p, err = ParsePolicy("/etc/p.toml", []byte("workspace_roots = [\"/\", \"/var/tmp\"]\n"))
+	require.NoError(t, err)
+	w = p.Warnings()
+	require.Len(t, w, 1, "/var/tmp opens no system tree")
+	require.Contains(t, w[0], `/etc/p.toml:1: workspace_roots: "/" lets jobs write in /etc, /usr,`)
 }
 
 func TestPolicyJudge(t *testing.T) {

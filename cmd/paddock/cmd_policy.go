@@ -104,6 +104,7 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return err
 	}
 	defer a.Close()
+	prev, prevErr := a.store.PolicyGet(ctx)
 	set, err := a.store.PolicySet(ctx, &queue.PolicySetParams{Source: string(data), Path: abs})
 	if err != nil {
 		return err
@@ -112,7 +113,9 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return writeJSON(cmd.OutOrStdout(), policyViewOf(pol, &set))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "policy set from %s (sha256 %s)\n", abs, set.SHA256)
-	fmt.Fprintln(cmd.ErrOrStderr(), "paddock: workers running on this queue under another policy stop claiming jobs and exit: start them again to run under this one")
+	if errors.Is(prevErr, queue.ErrPolicyNotSet) || prevErr == nil && prev.SHA256 != set.SHA256 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "paddock: the policy changed: workers running on this queue under the one before stop claiming jobs and exit; start them again to run under this one")
+	}
 	for _, w := range pol.Warnings() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", w)
 	}
