@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -402,6 +404,12 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 // when p is one of those (the binary, bwrap and the hook modules stay).
 func (f Fence) advice(p string) string {
 	a := "choose a workspace and writable paths that do not contain it"
+	if filepath.Base(p) == "bwrap" {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			// A $PATH entry before the one holding bwrap.
+			a = "nothing is there now, but its directory comes before bwrap's on $PATH, so a bwrap a job put there would run in its place, on the host: " + a
+		}
+	}
 	switch {
 	case slices.Contains(f.config, p):
 		return a + ", or move the config (--config)"

@@ -179,6 +179,14 @@ func TestFenceAdvice(t *testing.T) {
 		require.True(t, strings.HasSuffix(err.Error(), "): "+tc.advice), err.Error())
 	}
 	require.Equal(t, "choose a workspace and writable paths that do not contain it, or use another state directory (--state-dir)", f.advice(f.stateDir))
+
+	// A $PATH entry before bwrap's: nothing there, but a bwrap put there
+	// would run; the advice says so rather than name a missing file.
+	early := filepath.Join(home, "early")
+	require.NoError(t, os.MkdirAll(early, 0o755))
+	f = FenceFor(state, Config{Path: cfg}, filepath.Join(early, "bwrap"))
+	err := checkJob(f, hooks.Job{ID: "j", Argv: []string{"true"}, Mode: "workspace_write", Workspace: early, Network: true})
+	require.ErrorContains(t, err, "nothing is there now, but its directory comes before bwrap's on $PATH")
 }
 
 // TestFenceSandboxInfoShowsProtectAndHide: the hooks' sandbox section

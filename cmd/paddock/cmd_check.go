@@ -106,7 +106,12 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	out := cmd.OutOrStdout()
 	if len(chain.Hooks()) == 0 {
 		// An allow from no hooks is not an allow from the hooks.
-		fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)")
+		const msg = "no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)"
+		if gopts.JSON {
+			writeJSON(cmd.ErrOrStderr(), map[string]any{"message_type": "check_warning", "message": msg})
+		} else {
+			fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: "+msg)
+		}
 	}
 	denied := 0
 	// emit prints one job's result and counts it when it fails.

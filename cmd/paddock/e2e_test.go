@@ -519,3 +519,16 @@ func TestE2EShowRunningAttempt(t *testing.T) {
 	_, errOut, code := b.Run("cancel", id)
 	require.Equal(t, 0, code, errOut)
 }
+
+// TestE2ECheckJSONWarnsInJSON: under --json, check's warning of a chain
+// with no hooks is a check_warning object, not a line of text.
+func TestE2ECheckJSONWarnsInJSON(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	out, errOut, code := b.Run("--json", "check", b.WriteJob("ok.toml", "command = \"true\"\nmode = \"read_only\"\nworkspace = \"/usr/share\"\n"))
+	require.Equal(t, 0, code, out+errOut)
+	var warn map[string]string
+	require.NoError(t, json.Unmarshal([]byte(errOut), &warn), errOut)
+	require.Equal(t, "check_warning", warn["message_type"])
+	require.Contains(t, warn["message"], "no hooks")
+}
