@@ -87,7 +87,24 @@ type fenceState struct {
 	hidden      []string
 	hiddenFiles []string
 	hiddenIDs   map[fileID]string
+	// unreachable are hidden paths (resolved as far as they could be)
+	// that the worker could not look at: a directory on the way it may
+	// not read (a job's chmod 000). A job that may write where one lies
+	// is refused: it could give the permissions back and read what it
+	// hides.
+	unreachable []string
+	// overflowing are hide patterns matching more than maxHideMatches
+	// paths even with their directories hidden in their place: every
+	// confined job is refused while one does.
+	overflowing []string
 }
+
+// maxHideMatches bounds the paths one hide pattern is expanded to: each is
+// a tmpfs (and, inside a root, a --remount-ro that reads the whole mount
+// table) in every job's argv, which bwrap caps at 9,000 arguments, and a
+// job may make directories for a pattern to match. Past it, the matches'
+// directories are hidden in their place.
+const maxHideMatches = 256
 
 // state returns the fence's fenceState, read again when older than
 // fenceCacheTTL.
@@ -111,6 +128,15 @@ func (f Fence) readState() *fenceState {
 	add := func(path string, fileToo bool) {
 		c, err := filepath.EvalSymlinks(path)
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				st.unreachable = append(st.unreachable, canonicalPrefix(path))
+			}
+			return
+		}
+		if c != filepath.Clean(path) && sandbox.IsSystemPath(c) {
+			// Reached through a link (a job may have made it) to what no
+			// job could run without: not hidden, nothing of the
+			// operator's is there.
 			return
 		}
 		fi, err := os.Stat(c)
@@ -131,12 +157,67 @@ func (f Fence) readState() *fenceState {
 		add(h, false)
 	}
 	for _, pat := range f.hidePatterns {
-		matches, _ := filepath.Glob(pat) // only ErrBadPattern: matches nothing
+		matches, unreadable := globStrict(pat)
+		st.unreachable = append(st.unreachable, unreadable...)
+		for len(matches) > maxHideMatches {
+			// Too many to mount one by one: their directories instead.
+			matches = parentsOf(matches)
+			if slices.Contains(matches, "/") {
+				st.overflowing = append(st.overflowing, pat)
+				matches = nil
+			}
+		}
 		for _, m := range matches {
 			add(m, true)
 		}
 	}
 	return st
+}
+
+// parentsOf returns the distinct directories of paths.
+func parentsOf(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if d := filepath.Dir(p); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// globStrict is filepath.Glob for an absolute pattern, reporting what it
+// could not read: the directories on the way whose listing failed for a
+// reason other than not existing (a job's chmod 000 on a directory
+// above a hidden file), which filepath.Glob skips in silence. A bad
+// pattern matches nothing.
+func globStrict(pattern string) (matches, unreadable []string) {
+	if _, err := filepath.Match(pattern, ""); err != nil || !filepath.IsAbs(pattern) {
+		return nil, nil
+	}
+	dirs := []string{"/"}
+	for _, comp := range strings.Split(strings.TrimPrefix(filepath.Clean(pattern), "/"), "/") {
+		var next []string
+		for _, d := range dirs {
+			if !strings.ContainsAny(comp, `*?[\`) {
+				next = append(next, filepath.Join(d, comp))
+				continue
+			}
+			entries, err := os.ReadDir(d)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+					unreadable = append(unreadable, canonicalPrefix(d))
+				}
+				continue
+			}
+			for _, e := range entries {
+				if ok, _ := filepath.Match(comp, e.Name()); ok {
+					next = append(next, filepath.Join(d, e.Name()))
+				}
+			}
+		}
+		dirs = next
+	}
+	return dirs, unreadable
 }
 
 // FenceFor returns the fence of a worker with this state directory and
@@ -550,8 +631,11 @@ func (f Fence) policyOf(j hooks.Job, protect bool) (sandbox.Policy, error) {
 	// files; one that does not exist has nothing to hide.
 	for _, h := range j.Hide {
 		c, err := sandbox.Canonical(h)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
+		}
+		if err != nil {
+			return sandbox.Policy{}, fmt.Errorf("runner: the hooks' hidden path %q: %w", h, err)
 		}
 		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
 			pp.Hide = append(pp.Hide, c)
@@ -581,6 +665,19 @@ func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, 
 		for _, r := range append([]string{p.Workspace}, p.Writable...) {
 			if c, err := sandbox.Canonical(r); err == nil {
 				roots = append(roots, c)
+			}
+		}
+		st := f.state()
+		if len(st.overflowing) > 0 {
+			return sandbox.Policy{}, fmt.Errorf("runner: the hide pattern %q matches too many paths to hide, even by their directories (a job may have made them: remove what is not yours there): %w", st.overflowing[0], sandbox.ErrBadPath)
+		}
+		if p.Mode == sandbox.ModeWorkspaceWrite {
+			for _, u := range st.unreachable {
+				for _, r := range roots {
+					if sandbox.Within(u, r) {
+						return sandbox.Policy{}, fmt.Errorf("runner: paddock cannot look at %s, on the way to a hidden path inside the writable root %s (a job may have taken its permissions away, which a job writing there could give back to read what is hidden): give its owner read and search rights again (chmod u+rx): %w", u, r, sandbox.ErrBadPath)
+					}
+				}
 			}
 		}
 		p.Hide = slices.Clone(p.Hide)

@@ -229,6 +229,23 @@ var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib6
 var SystemTrees = []string{"/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	"/run", "/var/spool", "/var/lib"}
 
+// IsSystemPath reports whether the canonical path c is "/", a system
+// directory no root may be, lies under /proc, /sys or /dev, or lies in
+// one of [SystemTrees]: a place whose hiding behind an empty tmpfs would
+// break every job (a hidden path that a link made by a job leads to is
+// not hidden there).
+func IsSystemPath(c string) bool {
+	if slices.Contains(systemDirs, c) {
+		return true
+	}
+	for _, d := range append(slices.Clone(kernelDirs), SystemTrees...) {
+		if Within(c, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // kernelDirs and everything under them are refused as workspace, writable
 // root or cwd: they are replaced inside the sandbox (/proc, /dev) or are
 // kernel interfaces a writable bind would expose (/sys).

@@ -144,3 +144,57 @@ exit 1
 		require.NoFileExists(t, filepath.Join(ws, "confx/secrets/db.env"))
 	})
 }
+
+// TestE2EHiddenSecretsAgainstJobsTricks: what one job leaves cannot
+// uncover a hidden path for the next, nor stop the others. A directory
+// on the way to a hidden one made unreadable (chmod 000, which stops an
+// unprivileged worker's look) refuses the next job writing there rather
+// than leaving the path unhidden; links a job makes that match a hide
+// glob and lead to / or /usr/bin hide neither; hundreds of matches
+// made to flood the argv hide their directory instead, and jobs
+// elsewhere run as before. Both grades, root and nobody.
+func TestE2EHiddenSecretsAgainstJobsTricks(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		ws := hostDirUnder(t, "/var/tmp")
+		other := hostDirUnder(t, "/var/tmp")
+		require.NoError(t, os.Chmod(ws, 0o777))
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, "proj", "secret"), 0o777))
+		require.NoError(t, os.Chmod(filepath.Join(ws, "proj"), 0o777))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "proj", "secret", "key"), []byte("SECRET-KEY\n"), 0o644))
+		t.Cleanup(func() { _ = os.Chmod(filepath.Join(ws, "proj"), 0o755) })
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q, %q]\n", filepath.Join(ws, "proj", "secret"), filepath.Join(ws, "*.secret")))
+		job := func(name, dir, mode, cmd string) string {
+			return b.WriteJob(name+".toml", fmt.Sprintf("name = %q\nmode = %q\nworkspace = %q\ncommand = '''\n%s\n'''\n", name, mode, dir, cmd))
+		}
+
+		out, errOut, code := b.Run("run", job("lock", ws, "workspace_write", "cat proj/secret/key 2>&1; chmod 000 proj"))
+		require.Equal(t, 0, code, out+errOut)
+		require.NotContains(t, out, "SECRET")
+		time.Sleep(1100 * time.Millisecond) // the fence reads its paths at most once a second
+		out, errOut, _ = b.Run("run", job("unlock", ws, "workspace_write", "chmod 755 proj; cat proj/secret/key 2>&1"))
+		require.NotContains(t, out, "SECRET", "the next job read what the first uncovered")
+		if os.Geteuid() != 0 {
+			require.Contains(t, errOut, "paddock cannot look at", "an unprivileged worker refuses the job")
+		}
+		require.NoError(t, os.Chmod(filepath.Join(ws, "proj"), 0o777))
+
+		out, errOut, code = b.Run("run", job("links", ws, "workspace_write", "ln -s / root.secret && ln -s /usr/bin bin.secret && echo LINKED"))
+		require.Equal(t, 0, code, out+errOut)
+		require.Contains(t, out, "LINKED")
+		time.Sleep(1100 * time.Millisecond)
+		out, errOut, code = b.Run("run", job("elsewhere", other, "read_only", "test -x /usr/bin/env && echo RAN"))
+		require.Equal(t, 0, code, "a link to / or /usr/bin matching a hide glob stopped another job: %s", out+errOut)
+		require.Contains(t, out, "RAN")
+
+		out, errOut, code = b.Run("run", job("flood", ws, "workspace_write", "rm -f root.secret bin.secret; for i in $(seq 1 300); do mkdir d$i.secret; done; echo MADE"))
+		require.Equal(t, 0, code, out+errOut)
+		time.Sleep(1100 * time.Millisecond)
+		out, errOut, code = b.Run("run", job("after-flood", other, "read_only", "echo RAN"))
+		require.Equal(t, 0, code, "300 matches of a hide glob stopped another job: %s", out+errOut)
+		require.Contains(t, out, "RAN")
+		_, errOut, code = b.Run("run", job("in-flood", ws, "workspace_write", "echo RAN"))
+		require.Equal(t, 125, code, "their directory is hidden in their place: %s", errOut)
+		require.Contains(t, errOut, "is hidden from every job")
+	})
+}
