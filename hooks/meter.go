@@ -76,6 +76,21 @@ const (
 	// refused for anything else). No segment can fill more than all the
 	// tables' maxTableElements anyway.
 	maxElementEntries = maxTableElements
+	// maxTypes, maxImports, maxElementSegments and maxDataSegments cap how
+	// many of each a module may declare: wazero decodes each into host
+	// memory at load, outside the linear memory limit, and spends time on
+	// each (4 million function types took 1.9 GB and 13 s; 4 million
+	// empty data segments 368 MB). A Go-built module has a few hundred
+	// types, a few dozen imports and segments.
+	maxTypes           = 1 << 16
+	maxImports         = 1 << 16
+	maxElementSegments = 1 << 16
+	maxDataSegments    = 1 << 16
+	// maxNameSection is the largest "name" custom section kept: wazero
+	// decodes it into host memory (about 10 times its size), for names
+	// in trap messages only; a larger one is dropped. A Go-built module's
+	// is well under it.
+	maxNameSection = 4 << 20
 	// maxGlobals caps a module's globals, imported and defined: wazero
 	// keeps each instance's globals in host memory, outside the linear
 	// memory limit (a million of them cost about 70 MB an instance).
@@ -188,6 +203,7 @@ const (
 	secExport   = 7
 	secElement  = 9
 	secCode     = 10
+	secData     = 11
 )
 
 // sectionRank is the order non-custom sections must appear in.
@@ -245,6 +261,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		switch s.id {
 		case secType:
 			n := r.u32()
+			if n > maxTypes {
+				return nil, fmt.Errorf("%w: %d types, more than %d", ErrTooLarge, n, maxTypes)
+			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				if r.byte() != 0x60 {
 					r.fail("type %d is not a function type", i)
@@ -258,6 +277,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			}
 		case secImport:
 			n := r.u32()
+			if n > maxImports {
+				return nil, fmt.Errorf("%w: %d imports, more than %d", ErrTooLarge, n, maxImports)
+			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.skip(int(r.u32())) // module
 				r.skip(int(r.u32())) // name
@@ -301,6 +323,12 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			if err := m.elements(r); err != nil {
 				return nil, err
 			}
+		case secData:
+			// Only counted: the segments are copied as they are.
+			if n := r.u32(); n > maxDataSegments {
+				return nil, fmt.Errorf("%w: %d data segments, more than %d", ErrTooLarge, n, maxDataSegments)
+			}
+			continue
 		case secExport:
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
@@ -353,7 +381,7 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		switch s.id {
 		case secCustom:
 			name := (&wreader{b: s.body}).name()
-			if strings.HasPrefix(name, ".debug_") {
+			if strings.HasPrefix(name, ".debug_") || name == "name" && len(s.body) > maxNameSection {
 				continue
 			}
 		case secTable:
@@ -437,6 +465,9 @@ func (m *meterModule) noteRef(ins instruction) {
 // maxElementEntries references in all.
 func (m *meterModule) elements(r *wreader) error {
 	n := r.u32()
+	if n > maxElementSegments {
+		return fmt.Errorf("%w: %d element segments, more than %d", ErrTooLarge, n, maxElementSegments)
+	}
 	var entries uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		flags := r.u32()

@@ -205,3 +205,56 @@ func TestSettingsCheckThatTimesOutRefuses(t *testing.T) {
 	require.ErrorIs(t, err, ErrSettings)
 	require.Contains(t, err.Error(), "the settings check did not finish")
 }
+
+// TestMeterCapsDeclarations: a module declaring more types, imports,
+// element segments or data segments than the caps is refused at load,
+// before wazero decodes them into host memory; a name section past
+// maxNameSection is dropped, not kept for trap messages.
+func TestMeterCapsDeclarations(t *testing.T) {
+	t.Parallel()
+	uleb := func(v uint64) []byte {
+		var b []byte
+		for {
+			c := byte(v & 0x7f)
+			if v >>= 7; v != 0 {
+				b = append(b, c|0x80)
+				continue
+			}
+			return append(b, c)
+		}
+	}
+	module := func(id byte, n int, item []byte, prefix ...[]byte) []byte {
+		m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+		for _, p := range prefix {
+			m = append(m, p...)
+		}
+		body := uleb(uint64(n))
+		for range n {
+			body = append(body, item...)
+		}
+		return append(append(append(m, id), uleb(uint64(len(body)))...), body...)
+	}
+	oneType := module(1, 1, []byte{0x60, 0x00, 0x00})
+	for name, tc := range map[string]struct {
+		wasm []byte
+		want string
+	}{
+		"types":            {module(1, maxTypes+1, []byte{0x60, 0x00, 0x00}), "types, more than"},
+		"imports":          {module(2, maxImports+1, []byte{0x01, 'm', 0x01, 'f', 0x00, 0x00}, oneType[8:]), "imports, more than"},
+		"element segments": {module(9, maxElementSegments+1, []byte{0x01, 0x00, 0x00}), "element segments, more than"},
+		"data segments":    {module(11, maxDataSegments+1, []byte{0x01, 0x00}), "data segments, more than"},
+	} {
+		_, err := meter(tc.wasm, 16)
+		require.ErrorIs(t, err, ErrTooLarge, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	_, err := meter(module(1, maxTypes, []byte{0x60, 0x00, 0x00}), 16)
+	require.NoError(t, err, "at the cap")
+
+	names := append(uleb(4), "name"...)
+	names = append(names, make([]byte, maxNameSection)...)
+	big := append(handmadeReactor(nil), append(append([]byte{0}, uleb(uint64(len(names)))...), names...)...)
+	metered, err := meter(big, 16)
+	require.NoError(t, err)
+	require.Less(t, len(metered), maxNameSection, "the oversized name section is dropped")
+}
