@@ -459,7 +459,7 @@ func (c Config) validate() []problem {
 		top("concurrency: must be at least 1, got %d", c.Concurrency)
 	}
 	if _, err := sandbox.ParseMode(c.DefaultMode); err != nil {
-		top("default_mode: %v", err)
+		top("default_mode: %v%s", err, modeHint(c.DefaultMode))
 	}
 	if c.LogMaxBytes < 4096 {
 		top("log_max_bytes: must be at least 4096, got %d", c.LogMaxBytes)

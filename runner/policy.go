@@ -172,7 +172,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	if p.MaxMode == "" {
 		p.MaxMode = string(DefaultMaxMode)
 	} else if _, err := sandbox.ParseMode(p.MaxMode); err != nil {
-		problems = append(problems, at("max_mode")+"max_mode: "+err.Error())
+		problems = append(problems, at("max_mode")+"max_mode: "+err.Error()+modeHint(p.MaxMode))
 	}
 	for _, r := range p.WorkspaceRoots {
 		if strings.HasPrefix(r, "~") {
@@ -597,4 +597,13 @@ func hooksCount(n int) string {
 		return "1 hook"
 	}
 	return fmt.Sprintf("%d hooks", n)
+}
+
+// modeHint is the did-you-mean of a mistyped mode m, or "".
+func modeHint(m string) string {
+	var names []string
+	for _, n := range sandbox.Modes() {
+		names = append(names, string(n))
+	}
+	return suggest.DidYouMean(m, names)
 }

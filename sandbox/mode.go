@@ -3,8 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"strings"
-
-	"paddock/internal/suggest"
 )
 
 // Mode says what a confined command may write. The zero value is not a
@@ -42,7 +40,7 @@ func ParseMode(s string) (Mode, error) {
 	for _, m := range Modes() {
 		names = append(names, string(m))
 	}
-	return "", fmt.Errorf("sandbox: unknown mode %q (valid: %s)%s", s, strings.Join(names, ", "), suggest.DidYouMean(s, names))
+	return "", fmt.Errorf("sandbox: unknown mode %q (valid: %s)", s, strings.Join(names, ", "))
 }
 
 // Confined reports whether m runs under bwrap (every mode except
