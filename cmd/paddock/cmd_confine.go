@@ -268,8 +268,9 @@ func shellQuote(s string) string {
 }
 
 // ansiCQuote writes s as $'...': backslash and quote escaped, the
-// characters [termUnsafe] names as \xHH (C0, DEL) or \uXXXX, each byte
-// that is not UTF-8 as \xHH; the rest as it is.
+// characters [termUnsafe] names, and each byte that is not UTF-8, as
+// \xHH of their bytes (read back the same in any locale); the rest as it
+// is.
 func ansiCQuote(s string) string {
 	var b strings.Builder
 	b.WriteString("$'")
@@ -285,10 +286,12 @@ func ansiCQuote(s string) string {
 			b.WriteString(`\n`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case termUnsafe(r) && r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
 		case termUnsafe(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
+			// Its UTF-8 bytes: \u is read by the shell in its locale's
+			// encoding, which need not be UTF-8.
+			for _, c := range []byte(s[:n]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
 		default:
 			b.WriteString(s[:n])
 		}

@@ -46,9 +46,13 @@ func TestShellQuoteANSIC(t *testing.T) {
 	for _, w := range words {
 		q := shellQuote(w)
 		require.Equal(t, q, termSafe(q), "%q quoted as %s holds a control character", w, q)
-		out, err := exec.Command(bash, "-c", `printf %s `+q).Output()
-		require.NoError(t, err, q)
-		require.Equal(t, w, string(out), "%q quoted as %s", w, q)
+		for _, locale := range []string{"C", "C.UTF-8"} {
+			cmd := exec.Command(bash, "-c", `printf %s `+q)
+			cmd.Env = append(os.Environ(), "LC_ALL="+locale)
+			out, err := cmd.Output()
+			require.NoError(t, err, q)
+			require.Equal(t, w, string(out), "%q quoted as %s, LC_ALL=%s", w, q, locale)
+		}
 	}
 }
 
