@@ -157,6 +157,11 @@ func (f Fence) readState() *fenceState {
 		add(h, false)
 	}
 	for _, pat := range f.hidePatterns {
+		if _, err := os.Lstat(pat); err == nil {
+			// A path whose name holds a glob's metacharacters
+			// ("cfg[prod]") is hidden as named too.
+			add(pat, true)
+		}
 		matches, unreadable := globStrict(pat)
 		st.unreachable = append(st.unreachable, unreadable...)
 		for len(matches) > maxHideMatches {

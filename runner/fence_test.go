@@ -222,3 +222,16 @@ func TestFenceSandboxInfoShowsProtectAndHide(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, info.Protected)
 }
+
+// TestFenceHidesLiteralMetacharacters: a hide entry whose name holds a
+// glob's metacharacters, cfg[prod], is hidden as named, not only read as
+// a pattern matching cfgp, cfgr...
+func TestFenceHidesLiteralMetacharacters(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	lit := filepath.Join(dir, "cfg[prod]")
+	require.NoError(t, os.Mkdir(lit, 0o700))
+	f := Fence{}.WithHidePatterns(lit)
+	require.Contains(t, f.HiddenNow(), lit)
+}

@@ -47,7 +47,10 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // environment of .config/environment.d/ (environment.d(5): LD_PRELOAD
 // there runs in every user service), and a desktop session those of
 // .config/autostart/, .xprofile and .xsessionrc at login; pam_env reads
-// .pam_environment where user_readenv is set.
+// .pam_environment where user_readenv is set. Debian's .profile puts
+// .local/bin on $PATH, and Python runs the .pth files of the user's
+// site-packages (.local/lib/pythonX.Y/site-packages, site(7)) at every
+// start.
 // Git reads a repository's config and hooks from the directory its
 // "commondir" file names (gitrepository-layout(5)), in any repository, and
 // each submodule and linked worktree has its own: those are protected
@@ -59,7 +62,8 @@ var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
 	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc", ".ssh/config", ".ssh/authorized_keys",
 	".ssh/authorized_keys2", ".ssh/environment", ".pam_environment", ".xprofile", ".xsessionrc",
-	".config/systemd/", ".config/environment.d/", ".local/share/systemd/", ".config/autostart/"}
+	".config/systemd/", ".config/environment.d/", ".local/share/systemd/", ".config/autostart/",
+	".local/bin/", ".local/lib/"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.
 var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}

@@ -597,14 +597,15 @@ true
 // second authorized_keys file (sshd reads .ssh/authorized_keys2 by
 // default), a user service's environment (.config/environment.d), the
 // user manager's configuration and units (.config/systemd/user.conf,
-// .local/share/systemd/user drop-ins). With protect = [] the same job
+// .local/share/systemd/user drop-ins), a program on $PATH (.local/bin)
+// and a .pth file Python runs (.local/lib). With protect = [] the same job
 // writes them, so the check can fail.
 func TestE2EProtectedSessionFiles(t *testing.T) {
 	t.Parallel()
 	RequireBwrap(t)
 	b := Setup(t, "")
 	home := t.TempDir()
-	for _, d := range []string{".ssh", ".config/environment.d", ".config/systemd", ".local/share/systemd/user"} {
+	for _, d := range []string{".ssh", ".config/environment.d", ".config/systemd", ".local/share/systemd/user", ".local/bin", ".local/lib/python3.11/site-packages"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
 	}
 	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf"} {
@@ -617,6 +618,8 @@ echo ssh-ed25519 AAAA attacker >> .ssh/authorized_keys2 2>/dev/null && echo WROT
 echo LD_PRELOAD=/tmp/x.so > .config/environment.d/50-x.conf 2>/dev/null && echo WROTE-envd
 echo DefaultEnvironment=LD_PRELOAD=/tmp/x.so >> .config/systemd/user.conf 2>/dev/null && echo WROTE-userconf
 mkdir -p .local/share/systemd/user/dbus.service.d 2>/dev/null && echo WROTE-dropin
+echo 'import os' > .local/lib/python3.11/site-packages/zz.pth 2>/dev/null && echo WROTE-pth
+printf '#!/bin/sh\n' > .local/bin/ls 2>/dev/null && echo WROTE-bin
 true
 '''
 `, home))
@@ -633,7 +636,7 @@ true
 	b.SetPolicy("protect = []\n")
 	out, errOut, code = b.Run("run", job)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	for _, w := range []string{"WROTE-keys2", "WROTE-envd", "WROTE-userconf", "WROTE-dropin"} {
+	for _, w := range []string{"WROTE-keys2", "WROTE-envd", "WROTE-userconf", "WROTE-dropin", "WROTE-pth", "WROTE-bin"} {
 		require.Contains(t, out, w)
 	}
 }
