@@ -18,18 +18,6 @@ func handmadeReactor(initBody []byte) []byte { return handmadeReactorElems(initB
 // handmadeReactorElems is handmadeReactor with, when elems > 0, a passive
 // element segment of elems references to function 0 (one byte each).
 func handmadeReactorElems(initBody []byte, elems int) []byte {
-	uleb := func(v uint64) []byte {
-		var b []byte
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v != 0 {
-				b = append(b, c|0x80)
-				continue
-			}
-			return append(b, c)
-		}
-	}
 	sleb := func(v int64) []byte {
 		var b []byte
 		for {
@@ -105,4 +93,18 @@ func TestHandmadeReactor(t *testing.T) {
 	require.Equal(t, VerdictDeny, res.Verdict)
 	require.True(t, strings.HasPrefix(res.Trail[0].Error, ErrTrap.Error()), res.Trail[0].Error)
 	require.Contains(t, res.Trail[0].Error, "(in _initialize)")
+}
+
+// uleb is v in LEB128, unsigned, as the binary format writes counts.
+func uleb(v uint64) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		return append(b, c)
+	}
 }

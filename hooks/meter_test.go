@@ -212,17 +212,6 @@ func TestSettingsCheckThatTimesOutRefuses(t *testing.T) {
 // maxNameSection is dropped, not kept for trap messages.
 func TestMeterCapsDeclarations(t *testing.T) {
 	t.Parallel()
-	uleb := func(v uint64) []byte {
-		var b []byte
-		for {
-			c := byte(v & 0x7f)
-			if v >>= 7; v != 0 {
-				b = append(b, c|0x80)
-				continue
-			}
-			return append(b, c)
-		}
-	}
 	module := func(id byte, n int, item []byte, prefix ...[]byte) []byte {
 		m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 		for _, p := range prefix {
