@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 )
 
 // Deadline metering.
@@ -52,8 +51,9 @@ import (
 // (api.CoreFeaturesV2: MVP, mutable globals, sign extension, non-trapping
 // float-to-int, bulk memory, multi-value, reference types, SIMD) and refuses
 // anything else; the caller then compiles the original to report wazero's
-// own error for a module that is invalid. DWARF custom sections (.debug_*)
-// are dropped: their code offsets would no longer match.
+// own error for a module that is invalid. Custom sections are dropped
+// (DWARF's code offsets would no longer match, and wazero keeps each in
+// memory), but a "name" section of at most maxNameSection.
 
 const (
 	// meterBudget is the number of units a guest may spend between two
@@ -86,6 +86,11 @@ const (
 	maxImports         = 1 << 16
 	maxElementSegments = 1 << 16
 	maxDataSegments    = 1 << 16
+	maxExports         = 1 << 16
+	// maxTypeValues caps a function type's parameters and its results
+	// each, as the JavaScript embedding does (1,000): wazero's load time
+	// grows with the square of a type's parameters (80,000 took 7 s).
+	maxTypeValues = 1000
 	// maxNameSection is the largest "name" custom section kept: wazero
 	// decodes it into host memory (about 10 times its size), for names
 	// in trap messages only; a larger one is dropped. A Go-built module's
@@ -269,8 +274,14 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 					r.fail("type %d is not a function type", i)
 				}
 				params := r.u32()
+				if params > maxTypeValues {
+					return nil, fmt.Errorf("%w: type %d has %d parameters, more than %d", ErrTooLarge, i, params, maxTypeValues)
+				}
 				r.skip(int(params))
 				results := r.u32()
+				if results > maxTypeValues {
+					return nil, fmt.Errorf("%w: type %d has %d results, more than %d", ErrTooLarge, i, results, maxTypeValues)
+				}
 				r.skip(int(results))
 				m.paramCounts = append(m.paramCounts, params)
 				m.resultCounts = append(m.resultCounts, results)
@@ -331,6 +342,9 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 			continue
 		case secExport:
 			n := r.u32()
+			if n > maxExports {
+				return nil, fmt.Errorf("%w: %d exports, more than %d", ErrTooLarge, n, maxExports)
+			}
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				if name := r.name(); name == exportDepth || name == exportDeepest {
 					return nil, fmt.Errorf("%w: exports %q, a name paddock reserves", errReserved, name)
@@ -381,7 +395,11 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		switch s.id {
 		case secCustom:
 			name := (&wreader{b: s.body}).name()
-			if strings.HasPrefix(name, ".debug_") || name == "name" && len(s.body) > maxNameSection {
+			if name != "name" || len(s.body) > maxNameSection {
+				// Only a bounded "name" section is kept (trap messages);
+				// wazero would keep every other custom section in memory
+				// (~144 bytes each, empty ones included), for nothing a
+				// hook needs.
 				continue
 			}
 		case secTable:

@@ -232,6 +232,8 @@ func TestMeterCapsDeclarations(t *testing.T) {
 		"imports":          {module(2, maxImports+1, []byte{0x01, 'm', 0x01, 'f', 0x00, 0x00}, oneType[8:]), "imports, more than"},
 		"element segments": {module(9, maxElementSegments+1, []byte{0x01, 0x00, 0x00}), "element segments, more than"},
 		"data segments":    {module(11, maxDataSegments+1, []byte{0x01, 0x00}), "data segments, more than"},
+		"exports":          {module(7, maxExports+1, []byte{0x01, 'e', 0x00, 0x00}), "exports, more than"},
+		"parameters":       {module(1, 1, append(append([]byte{0x60}, uleb(maxTypeValues+1)...), append(make([]byte, 0), append(bytesOf(0x7f, maxTypeValues+1), 0x00)...)...)), "parameters, more than"},
 	} {
 		_, err := meter(tc.wasm, 16)
 		require.ErrorIs(t, err, ErrTooLarge, name)
@@ -246,4 +248,25 @@ func TestMeterCapsDeclarations(t *testing.T) {
 	metered, err := meter(big, 16)
 	require.NoError(t, err)
 	require.Less(t, len(metered), maxNameSection, "the oversized name section is dropped")
+
+	// Other custom sections, empty ones included, are dropped whatever
+	// their number.
+	many := handmadeReactor(nil)
+	plain, err := meter(many, 16)
+	require.NoError(t, err)
+	for range 1000 {
+		many = append(many, 0x00, 0x01, 0x00)
+	}
+	metered, err = meter(many, 16)
+	require.NoError(t, err)
+	require.Equal(t, len(plain), len(metered))
+}
+
+// bytesOf is n copies of b.
+func bytesOf(b byte, n int) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
 }
