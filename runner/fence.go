@@ -164,30 +164,64 @@ func (f Fence) readState() *fenceState {
 		}
 		matches, unreadable := globStrict(pat)
 		st.unreachable = append(st.unreachable, unreadable...)
-		for len(matches) > maxHideMatches {
-			// Too many to mount one by one: their directories instead.
-			matches = parentsOf(matches)
-			if slices.Contains(matches, "/") {
-				st.overflowing = append(st.overflowing, pat)
-				matches = nil
-			}
+		for _, d := range unreadable {
+			// What could not be listed may hold matches a job can open
+			// by name (search without read rights): hidden whole.
+			add(d, false)
+		}
+		matches, ok := collapseMatches(matches, maxHideMatches)
+		if !ok {
+			st.overflowing = append(st.overflowing, pat)
+			continue
 		}
 		for _, m := range matches {
+			// A link among a pattern's matches is not followed: a job
+			// may make one, pointing anywhere (another job's workspace);
+			// a secret reached through a link is named literally.
+			if fi, err := os.Lstat(m); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				continue
+			}
 			add(m, true)
 		}
 	}
 	return st
 }
 
-// parentsOf returns the distinct directories of paths.
-func parentsOf(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		if d := filepath.Dir(p); !slices.Contains(out, d) {
-			out = append(out, d)
+// collapseMatches returns matches with, while they are more than max,
+// the directory holding the most of them hidden in their place: a job
+// that floods its own directory has it hidden whole, while the one
+// match elsewhere stays a match of its own. ok is false when even the
+// directories, up to "/", are too many.
+func collapseMatches(matches []string, max int) (_ []string, ok bool) {
+	for len(matches) > max {
+		count := map[string]int{}
+		for _, m := range matches {
+			count[filepath.Dir(m)]++
 		}
+		most, n := "", 0
+		for d, c := range count {
+			if c > n || c == n && d < most {
+				most, n = d, c
+			}
+		}
+		if most == "/" || n < 2 {
+			// No directory holds two of them: fold them all one level
+			// up, and look again (paths shorten: it ends).
+			var up []string
+			for _, m := range matches {
+				if d := filepath.Dir(m); !slices.Contains(up, d) {
+					up = append(up, d)
+				}
+			}
+			if slices.Contains(up, "/") {
+				return nil, false
+			}
+			matches = up
+			continue
+		}
+		matches = append(slices.DeleteFunc(matches, func(m string) bool { return filepath.Dir(m) == most }), most)
 	}
-	return out
+	return matches, true
 }
 
 // globStrict is filepath.Glob for an absolute pattern, reporting what it

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,4 +235,37 @@ func TestFenceHidesLiteralMetacharacters(t *testing.T) {
 	require.NoError(t, os.Mkdir(lit, 0o700))
 	f := Fence{}.WithHidePatterns(lit)
 	require.Contains(t, f.HiddenNow(), lit)
+}
+
+// TestCollapseMatches: past the cap, the directory holding the most
+// matches is hidden in their place first, so one match elsewhere stays
+// its own; matches one per directory fold a level up; reaching "/" is
+// too many.
+func TestCollapseMatches(t *testing.T) {
+	t.Parallel()
+	var flood []string
+	for i := range 300 {
+		flood = append(flood, fmt.Sprintf("/w/ws1/f%d.pem", i))
+	}
+	got, ok := collapseMatches(append(flood, "/w/ws2/cert.pem"), 256)
+	require.True(t, ok)
+	require.ElementsMatch(t, []string{"/w/ws1", "/w/ws2/cert.pem"}, got)
+
+	var spread []string
+	for i := range 300 {
+		spread = append(spread, fmt.Sprintf("/w/ws1/d%d/f.pem", i))
+	}
+	got, ok = collapseMatches(spread, 256)
+	require.True(t, ok)
+	require.Equal(t, []string{"/w/ws1"}, got)
+
+	var top []string
+	for i := range 300 {
+		top = append(top, fmt.Sprintf("/d%d", i))
+	}
+	_, ok = collapseMatches(top, 256)
+	require.False(t, ok)
+	few, ok := collapseMatches([]string{"/a/b"}, 256)
+	require.True(t, ok)
+	require.Equal(t, []string{"/a/b"}, few)
 }

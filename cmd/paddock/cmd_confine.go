@@ -70,7 +70,9 @@ danger_full_access binds nothing. From / or a system directory such as
 
 The argv has the queue's policy in it as a worker builds it (the state
 directory's queue: its hidden and protected paths, the defaults when no
-policy is set). When a paddock worker (with the same --config and
+policy is set). A protected path that does not exist is watched by a
+worker while its job runs and moved aside if the job makes it; run by
+hand, the argv lets the command make it. When a paddock worker (with the same --config and
 --state-dir) would refuse to run a job with this policy, because the
 workspace or a --writable path contains or lies in what paddock protects
 (its state directory, config, hooks, its own binary, bwrap), or the

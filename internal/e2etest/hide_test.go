@@ -162,8 +162,14 @@ func TestE2EHiddenSecretsAgainstJobsTricks(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, "proj", "secret"), 0o777))
 		require.NoError(t, os.Chmod(filepath.Join(ws, "proj"), 0o777))
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "proj", "secret", "key"), []byte("SECRET-KEY\n"), 0o644))
-		t.Cleanup(func() { _ = os.Chmod(filepath.Join(ws, "proj"), 0o755) })
-		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q, %q]\n", filepath.Join(ws, "proj", "secret"), filepath.Join(ws, "*.secret")))
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, "c1", "conf"), 0o777))
+		require.NoError(t, os.Chmod(filepath.Join(ws, "c1", "conf"), 0o777))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "c1", "conf", "prod.key"), []byte("SECRET-GLOB\n"), 0o644))
+		t.Cleanup(func() {
+			_ = os.Chmod(filepath.Join(ws, "proj"), 0o755)
+			_ = os.Chmod(filepath.Join(ws, "c1", "conf"), 0o755)
+		})
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q, %q, %q]\n", filepath.Join(ws, "proj", "secret"), filepath.Join(ws, "*.secret"), filepath.Join(ws, "*", "conf", "*.key")))
 		job := func(name, dir, mode, cmd string) string {
 			return b.WriteJob(name+".toml", fmt.Sprintf("name = %q\nmode = %q\nworkspace = %q\ncommand = '''\n%s\n'''\n", name, mode, dir, cmd))
 		}
@@ -179,15 +185,25 @@ func TestE2EHiddenSecretsAgainstJobsTricks(t *testing.T) {
 		}
 		require.NoError(t, os.Chmod(filepath.Join(ws, "proj"), 0o777))
 
-		out, errOut, code = b.Run("run", job("links", ws, "workspace_write", "ln -s / root.secret && ln -s /usr/bin bin.secret && echo LINKED"))
+		// Search rights without read on the directory of a glob's match:
+		// a job elsewhere, knowing the name, cannot open it.
+		out, errOut, code = b.Run("run", job("unlist", ws, "workspace_write", "cat c1/conf/prod.key 2>&1; chmod 0111 c1/conf"))
+		require.Equal(t, 0, code, out+errOut)
+		require.NotContains(t, out, "SECRET")
+		time.Sleep(1100 * time.Millisecond)
+		out, _, _ = b.Run("run", job("by-name", other, "read_only", "cat "+filepath.Join(ws, "c1", "conf", "prod.key")+" 2>&1"))
+		require.NotContains(t, out, "SECRET", "a job elsewhere read a glob's match its directory no longer lists")
+		require.NoError(t, os.Chmod(filepath.Join(ws, "c1", "conf"), 0o777))
+
+		out, errOut, code = b.Run("run", job("links", ws, "workspace_write", "ln -s / root.secret && ln -s /usr/bin bin.secret && ln -s "+other+" other.secret && echo LINKED"))
 		require.Equal(t, 0, code, out+errOut)
 		require.Contains(t, out, "LINKED")
 		time.Sleep(1100 * time.Millisecond)
 		out, errOut, code = b.Run("run", job("elsewhere", other, "read_only", "test -x /usr/bin/env && echo RAN"))
-		require.Equal(t, 0, code, "a link to / or /usr/bin matching a hide glob stopped another job: %s", out+errOut)
+		require.Equal(t, 0, code, "a link to /, /usr/bin or its workspace matching a hide glob stopped another job: %s", out+errOut)
 		require.Contains(t, out, "RAN")
 
-		out, errOut, code = b.Run("run", job("flood", ws, "workspace_write", "rm -f root.secret bin.secret; for i in $(seq 1 300); do mkdir d$i.secret; done; echo MADE"))
+		out, errOut, code = b.Run("run", job("flood", ws, "workspace_write", "rm -f root.secret bin.secret other.secret; for i in $(seq 1 300); do mkdir d$i.secret; done; echo MADE"))
 		require.Equal(t, 0, code, out+errOut)
 		time.Sleep(1100 * time.Millisecond)
 		out, errOut, code = b.Run("run", job("after-flood", other, "read_only", "echo RAN"))
