@@ -52,8 +52,8 @@ import (
 // float-to-int, bulk memory, multi-value, reference types, SIMD) and refuses
 // anything else; the caller then compiles the original to report wazero's
 // own error for a module that is invalid. Custom sections are dropped
-// (DWARF's code offsets would no longer match, and wazero keeps each in
-// memory), but a "name" section of at most maxNameSection.
+// (DWARF's code offsets would no longer match, wazero keeps each in
+// memory, and a "name" section's counts are trusted by its decoder).
 
 const (
 	// meterBudget is the number of units a guest may spend between two
@@ -91,11 +91,11 @@ const (
 	// each, as the JavaScript embedding does (1,000): wazero's load time
 	// grows with the square of a type's parameters (80,000 took 7 s).
 	maxTypeValues = 1000
-	// maxNameSection is the largest "name" custom section kept: wazero
-	// decodes it into host memory (about 10 times its size), for names
-	// in trap messages only; a larger one is dropped. A Go-built module's
-	// is well under it.
-	maxNameSection = 4 << 20
+	// maxTypeValuesTotal caps the parameters and results of all of a
+	// module's types together: wazero's work grows with the square of
+	// each type's (16,000 types of 1,000 parameters took 7.6 s). A
+	// Go-built module's types hold a few thousand in all.
+	maxTypeValuesTotal = 1 << 16
 	// maxGlobals caps a module's globals, imported and defined: wazero
 	// keeps each instance's globals in host memory, outside the linear
 	// memory limit (a million of them cost about 70 MB an instance).
@@ -266,6 +266,7 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		switch s.id {
 		case secType:
 			n := r.u32()
+			var total uint64
 			if n > maxTypes {
 				return nil, fmt.Errorf("%w: %d types, more than %d", ErrTooLarge, n, maxTypes)
 			}
@@ -274,11 +275,17 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 					r.fail("type %d is not a function type", i)
 				}
 				params := r.u32()
+				if total += uint64(params); total > maxTypeValuesTotal {
+					return nil, fmt.Errorf("%w: types hold more than %d parameters and results in all", ErrTooLarge, maxTypeValuesTotal)
+				}
 				if params > maxTypeValues {
 					return nil, fmt.Errorf("%w: type %d has %d parameters, more than %d", ErrTooLarge, i, params, maxTypeValues)
 				}
 				r.skip(int(params))
 				results := r.u32()
+				if total += uint64(results); total > maxTypeValuesTotal {
+					return nil, fmt.Errorf("%w: types hold more than %d parameters and results in all", ErrTooLarge, maxTypeValuesTotal)
+				}
 				if results > maxTypeValues {
 					return nil, fmt.Errorf("%w: type %d has %d results, more than %d", ErrTooLarge, i, results, maxTypeValues)
 				}
@@ -395,13 +402,13 @@ func meter(wasm []byte, limitPages uint32) ([]byte, error) {
 		switch s.id {
 		case secCustom:
 			name := (&wreader{b: s.body}).name()
-			if name != "name" || len(s.body) > maxNameSection {
-				// Only a bounded "name" section is kept (trap messages);
-				// wazero would keep every other custom section in memory
-				// (~144 bytes each, empty ones included), for nothing a
-				// hook needs.
-				continue
-			}
+			// No custom section is kept: wazero would keep each in
+			// memory (~144 bytes, empty ones included), and it decodes a
+			// "name" section's counts before its entries (a 24-byte one
+			// claiming 2^32 names ran the process out of memory), for
+			// names that only label trap messages.
+			_ = name
+			continue
 		case secTable:
 			body, err := capTables(s.body)
 			if err != nil {

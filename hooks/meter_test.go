@@ -242,18 +242,30 @@ func TestMeterCapsDeclarations(t *testing.T) {
 	_, err := meter(module(1, maxTypes, []byte{0x60, 0x00, 0x00}), 16)
 	require.NoError(t, err, "at the cap")
 
-	names := append(uleb(4), "name"...)
-	names = append(names, make([]byte, maxNameSection)...)
-	big := append(handmadeReactor(nil), append(append([]byte{0}, uleb(uint64(len(names)))...), names...)...)
-	metered, err := meter(big, 16)
+	_, err = meter(module(1, 70, append([]byte{0x60}, append(append(uleb(1000), bytesOf(0x7f, 1000)...), 0x00)...)), 16)
+	require.ErrorIs(t, err, ErrTooLarge, "70 types of 1,000 parameters")
+	require.ErrorContains(t, err, "parameters and results in all")
+
+	// A name section claiming 2^32 function names in 24 bytes: dropped,
+	// so that the module loads rather than running paddock out of memory.
+	sub := append(uleb(1), append(uleb(0), uleb(0xFFFFFFFF)...)...) // local names: function 0 claims 2^32-1 locals
+	names := append(append(uleb(4), "name"...), append([]byte{2}, append(uleb(uint64(len(sub))), sub...)...)...)
+	lying := append(handmadeReactor(nil), append(append([]byte{0}, uleb(uint64(len(names)))...), names...)...)
+	path := t.TempDir() + "/lying.wasm"
+	require.NoError(t, os.WriteFile(path, lying, 0o644))
+	c := newTestChain(t, ChainOptions{Hooks: []Config{{Name: "lying", Path: path}}})
+	res, _ := decide(t, c, testJob(""))
+	require.Equal(t, VerdictAllow, res.Verdict, res.Reason)
+	metered, err := meter(lying, 16)
 	require.NoError(t, err)
-	require.Less(t, len(metered), maxNameSection, "the oversized name section is dropped")
+	plainMetered, err := meter(handmadeReactor(nil), 16)
+	require.NoError(t, err)
+	require.Equal(t, len(plainMetered), len(metered), "the name section is dropped")
 
 	// Other custom sections, empty ones included, are dropped whatever
 	// their number.
 	many := handmadeReactor(nil)
-	plain, err := meter(many, 16)
-	require.NoError(t, err)
+	plain := plainMetered
 	for range 1000 {
 		many = append(many, 0x00, 0x01, 0x00)
 	}
