@@ -157,30 +157,23 @@ func (f Fence) readState() *fenceState {
 		add(h, false)
 	}
 	for _, pat := range f.hidePatterns {
-		if _, err := os.Lstat(pat); err == nil {
+		if c, err := filepath.EvalSymlinks(pat); err == nil && c == filepath.Clean(pat) {
 			// A path whose name holds a glob's metacharacters
-			// ("cfg[prod]") is hidden as named too.
+			// ("cfg[prod]") is hidden as named too (reached through no
+			// link, as a pattern's matches are).
 			add(pat, true)
 		}
 		matches, unreadable := globStrict(pat)
 		st.unreachable = append(st.unreachable, unreadable...)
-		for _, d := range unreadable {
-			// What could not be listed may hold matches a job can open
-			// by name (search without read rights): hidden whole.
-			add(d, false)
-		}
-		matches, ok := collapseMatches(matches, maxHideMatches)
+		// What could not be listed may hold matches a job can open by
+		// name (search without read rights): hidden whole, and counted
+		// with the matches, which a job may multiply.
+		matches, ok := collapseMatches(append(matches, unreadable...), maxHideMatches)
 		if !ok {
 			st.overflowing = append(st.overflowing, pat)
 			continue
 		}
 		for _, m := range matches {
-			// A link among a pattern's matches is not followed: a job
-			// may make one, pointing anywhere (another job's workspace);
-			// a secret reached through a link is named literally.
-			if fi, err := os.Lstat(m); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-				continue
-			}
 			add(m, true)
 		}
 	}
@@ -188,71 +181,99 @@ func (f Fence) readState() *fenceState {
 }
 
 // collapseMatches returns matches with, while they are more than max,
-// the directory holding the most of them hidden in their place: a job
-// that floods its own directory has it hidden whole, while the one
-// match elsewhere stays a match of its own. ok is false when even the
-// directories, up to "/", are too many.
+// the directory holding the most of them (the nearest ancestor holding
+// two or more, looked for one level up, then two ...) hidden in their
+// place: a job that floods its own directory has it hidden whole, while
+// a match elsewhere, alone in its directory, stays a match of its own.
+// ok is false when only "/" would hold them.
 func collapseMatches(matches []string, max int) (_ []string, ok bool) {
+	matches = slices.Compact(slices.Sorted(slices.Values(matches)))
 	for len(matches) > max {
-		count := map[string]int{}
-		for _, m := range matches {
-			count[filepath.Dir(m)]++
-		}
-		most, n := "", 0
-		for d, c := range count {
-			if c > n || c == n && d < most {
-				most, n = d, c
-			}
-		}
-		if most == "/" || n < 2 {
-			// No directory holds two of them: fold them all one level
-			// up, and look again (paths shorten: it ends).
-			var up []string
+		folded := false
+		for level := 1; !folded; level++ {
+			count := map[string]int{}
+			reachedRoot := true
 			for _, m := range matches {
-				if d := filepath.Dir(m); !slices.Contains(up, d) {
-					up = append(up, d)
+				a := m
+				for range level {
+					a = filepath.Dir(a)
+				}
+				if a != "/" {
+					count[a]++
+					reachedRoot = false
 				}
 			}
-			if slices.Contains(up, "/") {
+			if reachedRoot {
 				return nil, false
 			}
-			matches = up
-			continue
+			most, n := "", 1
+			for d, c := range count {
+				if c > n || c == n && n > 1 && d < most {
+					most, n = d, c
+				}
+			}
+			if most == "" {
+				continue // no ancestor at this level holds two
+			}
+			matches = append(slices.DeleteFunc(matches, func(m string) bool { return sandbox.Within(m, most) }), most)
+			folded = true
 		}
-		matches = append(slices.DeleteFunc(matches, func(m string) bool { return filepath.Dir(m) == most }), most)
 	}
 	return matches, true
 }
 
-// globStrict is filepath.Glob for an absolute pattern, reporting what it
-// could not read: the directories on the way whose listing failed for a
-// reason other than not existing (a job's chmod 000 on a directory
-// above a hidden file), which filepath.Glob skips in silence. A bad
-// pattern matches nothing.
+// globStrict is filepath.Glob for an absolute pattern, but for what a
+// job may arrange below the pattern's first metacharacter: there no
+// symlink is followed (a job could point one anywhere, to make the fence
+// hide another job's workspace or /proc), and the directories whose
+// listing or lookup failed for a reason other than not existing (a job's
+// chmod 0111 or 000, which stops a worker that is not root) are
+// returned as unreadable, where filepath.Glob skips them in silence. The
+// literal directories before the first metacharacter are the
+// operator's, followed as written. A bad pattern matches nothing.
 func globStrict(pattern string) (matches, unreadable []string) {
 	if _, err := filepath.Match(pattern, ""); err != nil || !filepath.IsAbs(pattern) {
 		return nil, nil
 	}
 	dirs := []string{"/"}
+	wild := false
 	for _, comp := range strings.Split(strings.TrimPrefix(filepath.Clean(pattern), "/"), "/") {
 		var next []string
 		for _, d := range dirs {
 			if !strings.ContainsAny(comp, `*?[\`) {
-				next = append(next, filepath.Join(d, comp))
+				p := filepath.Join(d, comp)
+				if !wild {
+					next = append(next, p)
+					continue
+				}
+				fi, err := os.Lstat(p)
+				switch {
+				case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+				case err != nil:
+					unreadable = append(unreadable, d)
+				case fi.Mode()&fs.ModeSymlink == 0:
+					next = append(next, p)
+				}
 				continue
 			}
 			entries, err := os.ReadDir(d)
 			if err != nil {
 				if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-					unreadable = append(unreadable, canonicalPrefix(d))
+					unreadable = append(unreadable, d)
 				}
 				continue
 			}
 			for _, e := range entries {
+				if e.Type()&fs.ModeSymlink != 0 {
+					continue
+				}
 				if ok, _ := filepath.Match(comp, e.Name()); ok {
 					next = append(next, filepath.Join(d, e.Name()))
 				}
 			}
+		}
+		if strings.ContainsAny(comp, `*?[\`) {
+			wild = true
 		}
 		dirs = next
 	}

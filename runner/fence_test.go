@@ -258,6 +258,9 @@ func TestCollapseMatches(t *testing.T) {
 	got, ok = collapseMatches(spread, 256)
 	require.True(t, ok)
 	require.Equal(t, []string{"/w/ws1"}, got)
+	got, ok = collapseMatches(append(spread, "/w/ws2/conf/db.key"), 256)
+	require.True(t, ok)
+	require.ElementsMatch(t, []string{"/w/ws1", "/w/ws2/conf/db.key"}, got, "a lone match elsewhere is not folded with the flood")
 
 	var top []string
 	for i := range 300 {
@@ -268,4 +271,26 @@ func TestCollapseMatches(t *testing.T) {
 	few, ok := collapseMatches([]string{"/a/b"}, 256)
 	require.True(t, ok)
 	require.Equal(t, []string{"/a/b"}, few)
+}
+
+// TestGlobStrictFollowsNoLinkBelowItsPattern: below a pattern's first
+// metacharacter no symlink is followed (a job's link to /proc or to
+// another workspace hides nothing there), and a directory that cannot be
+// listed is reported, not skipped.
+func TestGlobStrictFollowsNoLinkBelowItsPattern(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	other := filepath.Join(base, "other")
+	for _, d := range []string{"ws1/conf", "ws2/conf", "other/conf"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(base, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(base, "ws1/conf/a.key"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "conf/b.key"), nil, 0o600))
+	require.NoError(t, os.RemoveAll(filepath.Join(base, "ws2/conf")))
+	require.NoError(t, os.Symlink(other, filepath.Join(base, "ws2", "conf")))
+	require.NoError(t, os.Symlink(other, filepath.Join(base, "ws1", "conf", "c.key")))
+	matches, unreadable := globStrict(filepath.Join(base, "*", "conf", "*.key"))
+	require.Equal(t, []string{filepath.Join(base, "other/conf/b.key"), filepath.Join(base, "ws1/conf/a.key")}, matches)
+	require.Empty(t, unreadable)
 }
