@@ -174,7 +174,27 @@ func (f Fence) readState() *fenceState {
 			continue
 		}
 		for _, m := range matches {
-			add(m, true)
+			// Looked at again, without following a link: a job may have
+			// swapped a matched directory for one since it was listed.
+			fi, err := os.Lstat(m)
+			switch {
+			case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			case err != nil:
+				st.unreachable = append(st.unreachable, canonicalPrefix(filepath.Dir(m)))
+			case fi.Mode()&fs.ModeSymlink != 0:
+			case fi.IsDir():
+				c := filepath.Join(canonicalPrefix(filepath.Dir(m)), filepath.Base(m))
+				if !slices.Contains(st.hidden, c) {
+					st.hidden = append(st.hidden, c)
+				}
+				if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+					st.hiddenIDs[fileID{uint64(sys.Dev), sys.Ino}] = m
+				}
+			default:
+				if c := filepath.Join(canonicalPrefix(filepath.Dir(m)), filepath.Base(m)); !slices.Contains(st.hiddenFiles, c) {
+					st.hiddenFiles = append(st.hiddenFiles, c)
+				}
+			}
 		}
 	}
 	return st
@@ -740,13 +760,14 @@ func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, 
 				}
 			}
 		}
+		// One reading of the hidden paths for the whole policy.
 		p.Hide = slices.Clone(p.Hide)
-		for _, h := range f.HiddenNow() {
+		for _, h := range st.hidden {
 			if !slices.Contains(roots, h) {
 				p.Hide = append(p.Hide, h)
 			}
 		}
-		p.HideFiles = append(slices.Clone(p.HideFiles), f.state().hiddenFiles...)
+		p.HideFiles = append(slices.Clone(p.HideFiles), st.hiddenFiles...)
 		if protect {
 			p.Protect = append(slices.Clone(p.Protect), f.protect...)
 		}

@@ -229,6 +229,25 @@ var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib6
 var SystemTrees = []string{"/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	"/run", "/var/spool", "/var/lib"}
 
+// coveredByHide reports whether path lies in a hidden directory with no
+// root bound back between them: the deepest of the hidden directories
+// and roots around it is a hidden one. (A root inside a hidden directory
+// shows its paths again, a hidden file in it among them.)
+func (p Policy) coveredByHide(path string) bool {
+	deepest, hidden := "", false
+	for _, r := range p.Roots() {
+		if Within(path, r) && len(r) > len(deepest) {
+			deepest, hidden = r, false
+		}
+	}
+	for _, h := range p.hide {
+		if Within(path, h) && len(h) > len(deepest) {
+			deepest, hidden = h, true
+		}
+	}
+	return hidden
+}
+
 // IsSystemPath reports whether the canonical path c is "/", a system
 // directory no root may be, lies under /proc, /sys or /dev, or lies in
 // one of [SystemTrees]: a place whose hiding behind an empty tmpfs would
@@ -314,7 +333,7 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 			if err != nil {
 				return Policy{}, err
 			}
-			if slices.ContainsFunc(out.hide, func(d string) bool { return Within(c, d) }) {
+			if out.coveredByHide(c) {
 				continue // hidden with its directory already
 			}
 			if !slices.Contains(out.hideFiles, c) {
@@ -337,21 +356,7 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		// (A root bound back inside a hidden directory shows its paths
 		// again: what counts is the deepest of the two around a path.)
 		out.protect = slices.DeleteFunc(pm, func(m protectMount) bool {
-			if slices.Contains(out.hideFiles, m.path) {
-				return true
-			}
-			deepest, hidden := "", false
-			for _, r := range out.Roots() {
-				if Within(m.path, r) && len(r) > len(deepest) {
-					deepest, hidden = r, false
-				}
-			}
-			for _, h := range out.hide {
-				if Within(m.path, h) && len(h) > len(deepest) {
-					deepest, hidden = h, true
-				}
-			}
-			return hidden
+			return slices.Contains(out.hideFiles, m.path) || out.coveredByHide(m.path)
 		})
 	}
 	cwd := p.Cwd

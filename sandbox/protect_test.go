@@ -288,3 +288,21 @@ func TestProtectAnchoredAbove(t *testing.T) {
 	_, err = NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: at("repo/.git/hooks"), Protect: []string{".git/hooks/"}})
 	require.NoError(t, err, "a read_only job writes nothing")
 }
+
+// TestHiddenFileInRootBoundBackStaysHidden: a hidden file inside a root
+// that is bound back inside a hidden directory is covered itself: the
+// root shows its paths again, the file among them.
+func TestHiddenFileInRootBoundBackStaysHidden(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	ws := filepath.Join(base, "ws2")
+	key := filepath.Join(ws, "conf", "db.key")
+	require.NoError(t, os.MkdirAll(filepath.Dir(key), 0o755))
+	require.NoError(t, os.WriteFile(key, nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(base, "other.key"), nil, 0o600))
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Network: true,
+		Hide: []string{base}, HideFiles: []string{key, filepath.Join(base, "other.key")}})
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, p.HideFiles(), "the file under the bound-back root; the other is under the hidden directory only")
+}
