@@ -123,12 +123,28 @@ func (f Fence) state() *fenceState {
 
 func (f Fence) readState() *fenceState {
 	st := &fenceState{protected: f.protectedAncestors(), hiddenIDs: map[fileID]string{}}
-	// add records path (as named) when it exists: a directory is hidden
-	// behind a tmpfs, and a file made unreadable when fileToo.
+	// record hides what was found at canonical path c (fi: its lstat or
+	// stat, never a link), named as named: a directory behind a tmpfs,
+	// and a file made unreadable when fileToo.
+	record := func(c string, fi fs.FileInfo, named string, fileToo bool) {
+		switch {
+		case fi.IsDir():
+			if !slices.Contains(st.hidden, c) {
+				st.hidden = append(st.hidden, c)
+			}
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+				st.hiddenIDs[fileID{uint64(sys.Dev), sys.Ino}] = named
+			}
+		case fileToo && !slices.Contains(st.hiddenFiles, c):
+			st.hiddenFiles = append(st.hiddenFiles, c)
+		}
+	}
+	// add hides path, an operator's entry: symlinks followed, but not
+	// into what no job could run without.
 	add := func(path string, fileToo bool) {
 		c, err := filepath.EvalSymlinks(path)
 		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			if !isMissing(err) {
 				st.unreachable = append(st.unreachable, canonicalPrefix(path))
 			}
 			return
@@ -139,18 +155,8 @@ func (f Fence) readState() *fenceState {
 			// operator's is there.
 			return
 		}
-		fi, err := os.Stat(c)
-		switch {
-		case err != nil:
-		case fi.IsDir():
-			if !slices.Contains(st.hidden, c) {
-				st.hidden = append(st.hidden, c)
-			}
-			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-				st.hiddenIDs[fileID{uint64(sys.Dev), sys.Ino}] = path
-			}
-		case fileToo && !slices.Contains(st.hiddenFiles, c):
-			st.hiddenFiles = append(st.hiddenFiles, c)
+		if fi, err := os.Stat(c); err == nil {
+			record(c, fi, path, fileToo)
 		}
 	}
 	for _, h := range f.hidden {
@@ -178,26 +184,21 @@ func (f Fence) readState() *fenceState {
 			// swapped a matched directory for one since it was listed.
 			fi, err := os.Lstat(m)
 			switch {
-			case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
-			case err != nil:
+			case err != nil && !isMissing(err):
 				st.unreachable = append(st.unreachable, canonicalPrefix(filepath.Dir(m)))
-			case fi.Mode()&fs.ModeSymlink != 0:
-			case fi.IsDir():
-				c := filepath.Join(canonicalPrefix(filepath.Dir(m)), filepath.Base(m))
-				if !slices.Contains(st.hidden, c) {
-					st.hidden = append(st.hidden, c)
-				}
-				if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-					st.hiddenIDs[fileID{uint64(sys.Dev), sys.Ino}] = m
-				}
-			default:
-				if c := filepath.Join(canonicalPrefix(filepath.Dir(m)), filepath.Base(m)); !slices.Contains(st.hiddenFiles, c) {
-					st.hiddenFiles = append(st.hiddenFiles, c)
-				}
+			case err == nil && fi.Mode()&fs.ModeSymlink == 0:
+				record(filepath.Join(canonicalPrefix(filepath.Dir(m)), filepath.Base(m)), fi, m, true)
 			}
 		}
 	}
 	return st
+}
+
+// isMissing says whether err means nothing is there (a path or a
+// directory on its way does not exist), rather than that it could not be
+// looked at.
+func isMissing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
 // collapseMatches returns matches with, while they are more than max,
@@ -268,7 +269,7 @@ func globStrict(pattern string) (matches, unreadable []string) {
 				}
 				fi, err := os.Lstat(p)
 				switch {
-				case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+				case isMissing(err):
 				case err != nil:
 					unreadable = append(unreadable, d)
 				case fi.Mode()&fs.ModeSymlink == 0:
@@ -278,7 +279,7 @@ func globStrict(pattern string) (matches, unreadable []string) {
 			}
 			entries, err := os.ReadDir(d)
 			if err != nil {
-				if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				if !isMissing(err) {
 					unreadable = append(unreadable, d)
 				}
 				continue
@@ -432,13 +433,6 @@ func canonicalPrefix(path string) string {
 		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
 	}
 	return resolved
-}
-
-// HiddenNow returns the fence's hidden directories that exist as
-// directories, canonical, for [sandbox.PolicyParams].Hide. It reads the
-// file system at most once a second (fenceCacheTTL).
-func (f Fence) HiddenNow() []string {
-	return slices.Clone(f.state().hidden)
 }
 
 // fileID is a file's identity: device and inode.
@@ -711,7 +705,7 @@ func (f Fence) policyOf(j hooks.Job, protect bool) (sandbox.Policy, error) {
 	// files; one that does not exist has nothing to hide.
 	for _, h := range j.Hide {
 		c, err := sandbox.Canonical(h)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		if isMissing(err) {
 			continue
 		}
 		if err != nil {

@@ -234,7 +234,7 @@ func TestFenceHidesLiteralMetacharacters(t *testing.T) {
 	lit := filepath.Join(dir, "cfg[prod]")
 	require.NoError(t, os.Mkdir(lit, 0o700))
 	f := Fence{}.WithHidePatterns(lit)
-	require.Contains(t, f.HiddenNow(), lit)
+	require.Contains(t, f.state().hidden, lit)
 }
 
 // TestCollapseMatches: past the cap, the directory holding the most
