@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/cmd/internal/compose"
-	"paddock/queue"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -132,14 +131,7 @@ func queuePolicy(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) 
 		return runner.Policy{}, err
 	}
 	defer a.Close()
-	stored, err := a.store.PolicyGet(ctx)
-	if errors.Is(err, queue.ErrPolicyNotSet) {
-		return runner.DefaultPolicy(), nil
-	}
-	if err != nil {
-		return runner.Policy{}, err
-	}
-	return runner.ParsePolicy(stored.Path, []byte(stored.Source))
+	return compose.StoredPolicy(ctx, a.store)
 }
 
 // runConfine writes the confined argv to out. With in (an install and

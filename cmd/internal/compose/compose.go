@@ -102,17 +102,13 @@ func (in *Install) HasStore() bool {
 //
 // Call it before Fence, Chain or Executor.
 func (in *Install) LoadPolicy(ctx context.Context, st queue.Store) error {
-	stored, err := st.PolicyGet(ctx)
-	if errors.Is(err, queue.ErrPolicyNotSet) {
-		in.Policy = runner.DefaultPolicy()
+	pol, err := StoredPolicy(ctx, st)
+	if err != nil {
+		return err
+	}
+	if pol.IsDefault() {
+		in.Policy = pol
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	pol, err := runner.ParsePolicy(stored.Path, []byte(stored.Source))
-	if err != nil {
-		return err
 	}
 	if err := pol.SameChain(in.Config); err != nil {
 		return err
@@ -123,6 +119,20 @@ func (in *Install) LoadPolicy(ctx context.Context, st queue.Store) error {
 	in.Policy = pol
 	in.Config = in.Config.WithPolicyChain(pol)
 	return nil
+}
+
+// StoredPolicy reads and parses the queue's policy, the default policy
+// when none is set, without binding a hook chain to it. Errors are the
+// store's or runner.ParsePolicy's.
+func StoredPolicy(ctx context.Context, st queue.Store) (runner.Policy, error) {
+	stored, err := st.PolicyGet(ctx)
+	if errors.Is(err, queue.ErrPolicyNotSet) {
+		return runner.DefaultPolicy(), nil
+	}
+	if err != nil {
+		return runner.Policy{}, err
+	}
+	return runner.ParsePolicy(stored.Path, []byte(stored.Source))
 }
 
 // ProbeCachePath is the state directory's probe cache
