@@ -16,6 +16,16 @@ import (
 // .git is a symlink to meta/repo.git, and a policy protecting .bashrc,
 // .gitmodules (both missing), sub/.envrc (missing, in a directory below
 // the root) and .git/hooks/ through the link.
+// watchStarted is watchSetup with a watch of its own, for job id,
+// already in place.
+func watchStarted(t *testing.T, id string) (string, Policy, *ProtectWatch) {
+	t.Helper()
+	ws, p := watchSetup(t)
+	w, err := (*ProtectWatchers)(nil).Watch(p, id)
+	require.NoError(t, err)
+	return ws, p, w
+}
+
 func watchSetup(t *testing.T) (string, Policy) {
 	t.Helper()
 	ws, err := filepath.EvalSymlinks(t.TempDir())
@@ -41,9 +51,7 @@ func TestWatchProtected(t *testing.T) {
 	t.Parallel()
 	t.Run("create", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J1")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J1")
 		require.NotNil(t, w)
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "other.txt"), []byte("x"), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(ws, ".bashrc"), nil, 0o644))
@@ -57,9 +65,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("created and removed", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J10")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J10")
 		rc := filepath.Join(ws, ".bashrc")
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "evil"), nil, 0o644))
 		require.NoError(t, os.Rename(filepath.Join(ws, "evil"), rc))
@@ -71,9 +77,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("gone when looked at", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J12")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J12")
 		// The event of a creation whose file is gone again by the time
 		// the watch looks (made and removed in between): as the kernel
 		// would report it.
@@ -90,9 +94,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("event after the move", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J15")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J15")
 		rc := filepath.Join(ws, ".bashrc")
 		require.NoError(t, os.WriteFile(rc, nil, 0o644))
 		<-w.Tripped()
@@ -216,9 +218,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("rename into place", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J2")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J2")
 		tmp := filepath.Join(ws, "sub", "x.tmp")
 		require.NoError(t, os.WriteFile(tmp, []byte("evil\n"), 0o644))
 		require.NoError(t, os.Rename(tmp, filepath.Join(ws, "sub", ".envrc")))
@@ -232,9 +232,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("link replaced", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J3")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J3")
 		dotgit := filepath.Join(ws, ".git")
 		require.NoError(t, os.Rename(dotgit, filepath.Join(ws, "old.git")))
 		// The watch may have put the link back already: then the job's
@@ -254,9 +252,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("directory moved", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J4")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J4")
 		require.NoError(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.old")))
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
 		<-w.Tripped()
@@ -265,9 +261,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("root moved from outside", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J7")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J7")
 		// The job's mount follows its root wherever the host moves it;
 		// so does the watch, which moves aside what the job creates
 		// there through the directory it opened.
@@ -286,9 +280,7 @@ func TestWatchProtected(t *testing.T) {
 	})
 	t.Run("root moved, link replaced", func(t *testing.T) {
 		t.Parallel()
-		ws, p := watchSetup(t)
-		w, err := (*ProtectWatchers)(nil).Watch(p, "J8")
-		require.NoError(t, err)
+		ws, p, w := watchStarted(t, "J8")
 		moved := ws + ".moved"
 		require.NoError(t, os.Rename(ws, moved))
 		t.Cleanup(func() { os.RemoveAll(moved) })
