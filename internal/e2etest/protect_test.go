@@ -580,11 +580,7 @@ true
 	out, errOut, code := b.Run("run", job)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
 	require.NotContains(t, out, "WROTE-")
-	for _, f := range []string{".gitconfig", ".bash_logout", ".config/git/config"} {
-		data, err := os.ReadFile(filepath.Join(home, f))
-		require.NoError(t, err)
-		require.Equal(t, "# mine\n", string(data), f)
-	}
+	requireMine(t, home, ".gitconfig", ".bash_logout", ".config/git/config")
 	b.SetPolicy("protect = []\n")
 	out, errOut, code = b.Run("run", job)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
@@ -628,11 +624,7 @@ true
 	require.NotContains(t, out, "WROTE-")
 	require.NoFileExists(t, filepath.Join(home, ".config/environment.d/50-x.conf"))
 	require.NoDirExists(t, filepath.Join(home, ".local/share/systemd/user/dbus.service.d"))
-	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf"} {
-		data, err := os.ReadFile(filepath.Join(home, f))
-		require.NoError(t, err)
-		require.Equal(t, "# mine\n", string(data), f)
-	}
+	requireMine(t, home, ".ssh/authorized_keys2", ".config/systemd/user.conf")
 	b.SetPolicy("protect = []\n")
 	out, errOut, code = b.Run("run", job)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
@@ -665,4 +657,15 @@ func TestE2EProtectedRootInsideGit(t *testing.T) {
 		require.Contains(t, out, "WROTE-description")
 		require.NoFileExists(t, filepath.Join(hooks, "pre-commit"))
 	})
+}
+
+// requireMine checks that each of files under dir still holds the
+// "# mine" line the test wrote there.
+func requireMine(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		require.Equal(t, "# mine\n", string(data), f)
+	}
 }
