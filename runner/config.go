@@ -351,7 +351,7 @@ func LoadConfig(path string, missingOK bool) (Config, error) {
 	// as JSON, never reported here). The decoder lists each occurrence, in
 	// file order; the scan places them.
 	seen := map[string]int{} // key -> occurrences placed so far
-	for _, k := range md.Undecoded() {
+	for _, k := range outermost(md.Undecoded()) {
 		if len(k) > 2 && k[0] == "hook" && k[1] == "settings" {
 			continue // inside a settings table: the hook's to judge
 		}
@@ -623,6 +623,22 @@ func misTyped(data []byte, kl tomlfile.Lines) string {
 var configTypeWords = map[string]string{
 	"integer": "an integer", "string": "a string", "boolean": "a boolean", "float": "a number",
 	"slice": "an array", "map": "a table",
+}
+
+// outermost returns the keys of ks that no other key of ks contains: an
+// unknown table is one mistake, not one more for each key inside it
+// (hook.setings, not also hook.setings.deny).
+func outermost(ks []toml.Key) []toml.Key {
+	var out []toml.Key
+	for _, k := range ks {
+		inside := slices.ContainsFunc(ks, func(o toml.Key) bool {
+			return len(o) < len(k) && slices.Equal(o, k[:len(o)])
+		})
+		if !inside {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // undecodedLine is the line of the n-th occurrence (0-based) of the

@@ -141,7 +141,7 @@ func ParsePolicy(path string, data []byte) (Policy, error) {
 	}
 	var problems []string
 	seen := map[string]int{}
-	for _, k := range md.Undecoded() {
+	for _, k := range outermost(md.Undecoded()) {
 		if len(k) > 2 && k[0] == "hook" && k[1] == "settings" {
 			continue
 		}

@@ -16,32 +16,35 @@ import (
 func TestParsePolicyErrorsNameLineAndKey(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ text, want string }{
-		"unknown key":     {"allow_netwrk = true\n", `p.toml:1: unknown key "allow_netwrk" (did you mean "allow_network"?)`},
-		"bad mode":        {"\n\nmax_mode = \"root\"\n", "p.toml:3: max_mode:"},
-		"mode typo":       {"max_mode = \"readonly\"\n", `(did you mean "read_only"?)`},
-		"~ root":          {"workspace_roots = [\"~/proj\"]\n", `p.toml:1: workspace_roots: "~/proj": give an absolute path`},
-		"in file order":   {"max_mode = \"x\"\nzz = 1\n", "p.toml:1: max_mode: sandbox: unknown mode \"x\" (valid: read_only, workspace_write, danger_full_access)\n  /etc/p.toml:2: unknown key \"zz\""},
-		"wrong type":      {"allow_network = \"yes\"\n", "p.toml:1:"},
-		"hook no sha256":  {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\n", `p.toml:1: hook "a": sha256: required in a policy`},
-		"hook no name":    {"[[hook]]\npath = \"/a.wasm\"\nsha256 = \"00\"\n", "p.toml:1: hook 1: name: required"},
-		"hook unknown":    {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\nsha256 = \"00\"\nmay_widn = true\n", `p.toml:5: unknown key "hook.may_widn"`},
-		"bad hide glob":   {"hide = [\"/[\"]\n", "p.toml:1: hide: bad path or glob"},
-		"relative hide":   {"\nhide = [\"/srv/x\", \".env\"]\n", `p.toml:2: hide: ".env" is relative`},
-		"empty protect":   {"protect = [\"\"]\n", "p.toml:1: protect: bad path or glob"},
-		"mistyped marker": {"protect = [\"@defualt\"]\n", `p.toml:1: protect: unknown entry "@defualt" (did you mean "@default"?)`},
-		"hide marker":     {"hide = [\"@defaults\"]\n", `p.toml:1: hide: unknown entry "@defaults"`},
-		"protect /":       {"protect = [\"/\"]\n", `p.toml:1: protect: "/" would protect a writable root`},
-		"protect ~/":      {"protect = [\"~/\"]\n", `p.toml:1: protect: "~/" would protect a writable root`},
-		"hide /":          {"hide = [\"/\"]\n", `p.toml:1: hide: "/" would hide what every job runs from`},
-		"protect ..":      {"protect = [\"../x\"]\n", `p.toml:1: protect: "../x" would protect`},
-		"protect .":       {"protect = [\"./\"]\n", `p.toml:1: protect: "./" would protect a writable root`},
-		"empty hide":      {"hide = [\"\"]\n", "p.toml:1: hide: bad path or glob"},
-		"~user":           {"hide = [\"~root/.ssh\"]\n", `only ~/ (the worker's home) is expanded`},
-		"root not exists": {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
+		"unknown key":        {"allow_netwrk = true\n", `p.toml:1: unknown key "allow_netwrk" (did you mean "allow_network"?)`},
+		"bad mode":           {"\n\nmax_mode = \"root\"\n", "p.toml:3: max_mode:"},
+		"mode typo":          {"max_mode = \"readonly\"\n", `(did you mean "read_only"?)`},
+		"~ root":             {"workspace_roots = [\"~/proj\"]\n", `p.toml:1: workspace_roots: "~/proj": give an absolute path`},
+		"unknown table once": {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\nsha256 = \"00\"\nsetings = { deny = [\"x\"] }\n", "p.toml:5: unknown key \"hook.setings\" (did you mean \"settings\"?)"},
+		"in file order":      {"max_mode = \"x\"\nzz = 1\n", "p.toml:1: max_mode: sandbox: unknown mode \"x\" (valid: read_only, workspace_write, danger_full_access)\n  /etc/p.toml:2: unknown key \"zz\""},
+		"wrong type":         {"allow_network = \"yes\"\n", "p.toml:1:"},
+		"hook no sha256":     {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\n", `p.toml:1: hook "a": sha256: required in a policy`},
+		"hook no name":       {"[[hook]]\npath = \"/a.wasm\"\nsha256 = \"00\"\n", "p.toml:1: hook 1: name: required"},
+		"hook unknown":       {"[[hook]]\nname = \"a\"\npath = \"/a.wasm\"\nsha256 = \"00\"\nmay_widn = true\n", `p.toml:5: unknown key "hook.may_widn"`},
+		"bad hide glob":      {"hide = [\"/[\"]\n", "p.toml:1: hide: bad path or glob"},
+		"relative hide":      {"\nhide = [\"/srv/x\", \".env\"]\n", `p.toml:2: hide: ".env" is relative`},
+		"empty protect":      {"protect = [\"\"]\n", "p.toml:1: protect: bad path or glob"},
+		"mistyped marker":    {"protect = [\"@defualt\"]\n", `p.toml:1: protect: unknown entry "@defualt" (did you mean "@default"?)`},
+		"hide marker":        {"hide = [\"@defaults\"]\n", `p.toml:1: hide: unknown entry "@defaults"`},
+		"protect /":          {"protect = [\"/\"]\n", `p.toml:1: protect: "/" would protect a writable root`},
+		"protect ~/":         {"protect = [\"~/\"]\n", `p.toml:1: protect: "~/" would protect a writable root`},
+		"hide /":             {"hide = [\"/\"]\n", `p.toml:1: hide: "/" would hide what every job runs from`},
+		"protect ..":         {"protect = [\"../x\"]\n", `p.toml:1: protect: "../x" would protect`},
+		"protect .":          {"protect = [\"./\"]\n", `p.toml:1: protect: "./" would protect a writable root`},
+		"empty hide":         {"hide = [\"\"]\n", "p.toml:1: hide: bad path or glob"},
+		"~user":              {"hide = [\"~root/.ssh\"]\n", `only ~/ (the worker's home) is expanded`},
+		"root not exists":    {"workspace_roots = [\"/nonexistent/paddock\"]\n", "p.toml:1: workspace_roots:"},
 	} {
 		_, err := ParsePolicy("/etc/p.toml", []byte(tc.text))
 		require.ErrorIs(t, err, ErrPolicy, name)
 		require.ErrorContains(t, err, tc.want, name)
+		require.NotContains(t, err.Error(), ":0:", name)
+		require.NotContains(t, err.Error(), "setings.deny", name)
 	}
 }
 
