@@ -387,8 +387,11 @@ func (w *ProtectWatch) settleName(d *watchedDir, name string, mask uint32) {
 		w.trip()
 		w.mu.Lock()
 		s := restoreLinkIn(int(d.f.Fd()), &w.links[i], w.jobID)
+		// Said already (the link put back at an earlier event of the
+		// same replacement): a second sentence would contradict it.
+		said := slices.ContainsFunc(w.found, func(f string) bool { return strings.Contains(f, w.links[i].Path) })
 		w.mu.Unlock()
-		if s == "" {
+		if s == "" && !said {
 			s = fmt.Sprintf("the job moved or replaced the symlink %s (it leads to a protected path), and it was as before when paddock looked", w.links[i].Path)
 		}
 		w.record(s, true)

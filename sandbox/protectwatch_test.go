@@ -278,6 +278,17 @@ func TestWatchProtected(t *testing.T) {
 		require.FileExists(t, filepath.Join(moved, ".bashrc.paddock-created-J7"))
 		require.FileExists(t, filepath.Join(moved, ".zshrc"), "not protected in this policy")
 	})
+	t.Run("link removed and a directory made", func(t *testing.T) {
+		t.Parallel()
+		ws, p, w := watchStarted(t, "J9")
+		require.NoError(t, os.Remove(filepath.Join(ws, ".git")))
+		_ = os.Mkdir(filepath.Join(ws, ".git"), 0o755) // refused once the link is back
+		<-w.Tripped()
+		time.Sleep(200 * time.Millisecond) // the mkdir's event, if any, read too
+		msg := p.AfterCommand("J9", w)
+		require.Contains(t, msg, "the job replaced the symlink "+filepath.Join(ws, ".git"))
+		require.NotContains(t, msg, "as before when paddock looked", "one sentence for one replacement: %s", msg)
+	})
 	t.Run("root moved, link replaced", func(t *testing.T) {
 		t.Parallel()
 		ws, p, w := watchStarted(t, "J8")
