@@ -79,6 +79,10 @@ type ProtectWatch struct {
 	active  sync.RWMutex
 	stopped bool // guarded by active
 
+	// moving makes created's move and its mark in moved one step, so a
+	// second look at a path being moved aside waits for the first.
+	moving sync.Mutex
+
 	mu    sync.Mutex
 	links []ProtectedLink // as last put back; guarded by mu
 	found []string        // one sentence per change, for the attempt's reason
@@ -469,6 +473,7 @@ func (w *ProtectWatch) settle() {
 // again (a job that makes it and takes it away is stopped as well).
 func (w *ProtectWatch) created(dfd int, t string) {
 	w.trip()
+	w.moving.Lock()
 	msg := moveCreatedIn(dfd, t, w.jobID)
 	w.mu.Lock()
 	seen := w.moved[t]
@@ -476,6 +481,7 @@ func (w *ProtectWatch) created(dfd int, t string) {
 		w.moved[t] = true
 	}
 	w.mu.Unlock()
+	w.moving.Unlock()
 	switch {
 	case msg == "" && seen:
 		// The event of what was moved aside already (a directory made
