@@ -143,10 +143,15 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			emit(r, true)
 			continue
 		}
-		if err := a.Fence().CheckJob(hj); err != nil {
+		// No id of its own yet: the fence is asked as for a job that has
+		// none (check's placeholder ids would name workspaces that never
+		// exist).
+		fenceJob := hj
+		fenceJob.ID = ""
+		if err := a.Fence().CheckJob(fenceJob); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
-			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: err.Error(),
+			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: files[0].at(spec, "") + err.Error(),
 				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
 			emit(r, true)
 			continue
@@ -173,12 +178,14 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			}
 			info, err := a.Fence().SandboxInfo(res.Job)
 			if err == nil {
-				err = a.Fence().CheckJob(res.Job)
+				fenceJob := res.Job
+				fenceJob.ID = ""
+				err = a.Fence().CheckJob(fenceJob)
 			}
 			if err != nil {
 				// Allowed, but the sandbox cannot be built for it: every
 				// attempt would fail before the command runs.
-				r.Error = err.Error()
+				r.Error = files[0].at(spec, "") + err.Error()
 				r.Verdict = "cannot_run"
 			}
 			r.ConfinedArgv = info.Argv

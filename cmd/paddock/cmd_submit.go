@@ -66,6 +66,17 @@ type parsedFile struct {
 	data  []byte
 }
 
+// at returns where sp is in f, for a message about it: `FILE:LINE: job
+// "NAME": `, at the line where the job (or [defaults]) sets key, or at the
+// job's own line when key is "" or set nowhere.
+func (f parsedFile) at(sp jobspec.Spec, key string) string {
+	line := sp.Line
+	if key != "" {
+		line = jobspec.KeyLines(f.data)(sp.Line, key)
+	}
+	return fmt.Sprintf("%s:%d: job %q: ", f.name, line, sp.Name)
+}
+
 // parseJobFiles validates every file (or "-" for stdin) and returns them,
 // or one usage error listing every problem of every file (a
 // *jobFileProblems: submit and run head it with [notEnqueued], check does
@@ -310,12 +321,12 @@ func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
 			}
 			seen[sp.Workspace] = true
 			if _, err := os.Stat(sp.Workspace); errors.Is(err, fs.ErrNotExist) {
-				warn(fmt.Sprintf("job %q: workspace %s does not exist yet: each attempt that starts before it does fails (not run)", sp.Name, sp.Workspace))
+				warn(fmt.Sprintf("%sworkspace %s does not exist yet: each attempt that starts before it does fails (not run)", f.at(sp, "workspace"), sp.Workspace))
 				continue
 			}
 			hj := ex.HookJob(queue.Job{Name: sp.Name, Spec: sp}, sp.Workspace, 1)
 			if err := a.Fence().CheckJob(hj); err != nil {
-				warn(fmt.Sprintf("job %q: each attempt will fail before it runs (not run): %v", sp.Name, err))
+				warn(fmt.Sprintf("%seach attempt will fail before it runs (not run): %v", f.at(sp, ""), err))
 			}
 		}
 	}

@@ -497,7 +497,8 @@ func TestE2ESubmitWarnsOfMissingWorkspace(t *testing.T) {
 	out, errOut, code := b.Run("submit", job)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "later")
-	require.Contains(t, errOut, `paddock: warning: job "later": workspace `+filepath.Join(dir, "checkout")+" does not exist yet")
+	// At the file and line that set the workspace.
+	require.Contains(t, errOut, `paddock: warning: `+job+`:4: job "later": workspace `+filepath.Join(dir, "checkout")+" does not exist yet")
 	require.NotContains(t, errOut, `job "now"`)
 }
 
@@ -517,10 +518,15 @@ func TestE2ESubmitWarnsOfUnrunnable(t *testing.T) {
 	out, errOut, code := b.Run("submit", job)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "state")
-	require.Contains(t, errOut, `paddock: warning: job "state": each attempt will fail before it runs (not run): runner: `+b.State+" is paddock's state directory")
-	require.Contains(t, errOut, `paddock: warning: job "bin": each attempt will fail before it runs (not run): runner: `+filepath.Dir(b.Bin)+" contains")
+	require.Contains(t, errOut, `paddock: warning: `+job+`:1: job "state": each attempt will fail before it runs (not run): runner: `+b.State+" is paddock's state directory")
+	require.Contains(t, errOut, `paddock: warning: `+job+`:6: job "bin": each attempt will fail before it runs (not run): runner: `+filepath.Dir(b.Bin)+" contains")
 	require.NotContains(t, errOut, `job "fine"`)
 	out, _, code = b.Run("check", job)
 	require.Equal(t, 1, code)
 	require.Equal(t, 2, strings.Count(out, "cannot_run"), out)
+	// Placed as submit places them, and with no id check made up: the
+	// job has none yet.
+	require.Contains(t, out, job+`:1: job "state": runner: `+b.State+" is paddock's state directory", out)
+	require.Contains(t, out, "a job that names no workspace gets its own, "+filepath.Join(b.State, "workspaces")+"/<its id>", out)
+	require.NotContains(t, out, "check-", out)
 }
