@@ -68,6 +68,33 @@ func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*ap
 	return a, nil
 }
 
+// openQueueApp is openApp for a command that reads or changes what a
+// queue already holds (ls, show, logs, wait, cancel, retry, groups,
+// schedules): where the queue is the state directory's SQLite file and
+// that file does not exist, it refuses with a usage error (exit 2) and
+// creates nothing, so that a mistyped --state-dir is not answered with
+// an empty queue made for it.
+func openQueueApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
+	cfg, stateDir, err := loadConfig(cmd, gopts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Store == "" {
+		db := runner.StateDir{Root: stateDir}.Database()
+		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)
+		}
+	}
+	a, err := newAppAt(cfg, stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.openStore(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // newApp loads the config and creates the state directory (0700) when it
 // is missing; the store is not open yet (openStore).
 func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
@@ -75,6 +102,11 @@ func newApp(cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newAppAt(cfg, stateDir)
+}
+
+// newAppAt is newApp for a config loaded already (loadConfig).
+func newAppAt(cfg runner.Config, stateDir string) (*app, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		// Exit 1, as a queue database that cannot be opened: the flags
 		// were fine, the file system refused.

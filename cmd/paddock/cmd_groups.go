@@ -46,7 +46,7 @@ func groupRowOf(g queue.Group) groupRow {
 }
 
 func runGroups(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

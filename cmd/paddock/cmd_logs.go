@@ -70,7 +70,7 @@ func pickAttempt(j queue.Job, n int) (queue.Attempt, bool) {
 }
 
 func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *GlobalOptions, ref string) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

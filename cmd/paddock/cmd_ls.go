@@ -78,7 +78,7 @@ func runLs(ctx context.Context, cmd *cobra.Command, opts LsOptions, gopts *Globa
 			p.Labels[k] = v
 		}
 	}
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

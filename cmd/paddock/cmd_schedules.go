@@ -107,7 +107,7 @@ func runSchedules(ctx context.Context, cmd *cobra.Command, opts SchedulesOptions
 	if err := checkNameGlob(opts.Name); err != nil { // cmd_ls.go
 		return err
 	}
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func newSchedulesStateCommand(gopts *GlobalOptions, verb, short string) *cobra.C
 }
 
 func runSchedulesState(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, verb, name string) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func runSchedulesNext(ctx context.Context, cmd *cobra.Command, opts SchedulesNex
 		}
 		from = t
 	}
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func runSchedulesLog(ctx context.Context, cmd *cobra.Command, opts SchedulesLogO
 	if opts.Limit < 1 {
 		return usagef("--limit %d: want 1 or more", opts.Limit)
 	}
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

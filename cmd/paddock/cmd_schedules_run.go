@@ -41,7 +41,7 @@ type scheduleRunView struct {
 }
 
 func runSchedulesRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, name string) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,7 @@ func viewOf(j queue.Job) jobView {
 }
 
 func runShow(ctx context.Context, cmd *cobra.Command, opts ShowOptions, gopts *GlobalOptions, ref string) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

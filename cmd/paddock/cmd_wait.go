@@ -33,7 +33,7 @@ func runWait(ctx context.Context, cmd *cobra.Command, opts WaitOptions, gopts *G
 	if err := checkWaitTimeout(opts.Timeout); err != nil {
 		return err
 	}
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

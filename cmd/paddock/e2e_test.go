@@ -321,9 +321,10 @@ comand = ["true"]
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "bad.toml")
 	require.Contains(t, errOut, "comand")
-	out, _, code := b.Run("--json", "ls", "--limit", "0")
-	require.Equal(t, 0, code)
-	require.Empty(t, strings.TrimSpace(out), "nothing may be enqueued from a bad batch")
+	// Nothing may be enqueued from a bad batch: not even the queue was
+	// made.
+	require.Empty(t, b.List())
+	require.NoFileExists(t, filepath.Join(b.State, "paddock.db"))
 
 	_, errOut, code = b.Run("--config", filepath.Join(b.Dir, "missing.toml"), "ls")
 	require.Equal(t, 2, code, "an explicit --config that does not exist is a usage error: %s", errOut)

@@ -158,8 +158,10 @@ func TestE2EMalformedNameGlob(t *testing.T) {
 		require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
 		require.Contains(t, errOut, `--name "`+strings.ReplaceAll(args[2], `\`, `\\`)+`": syntax error in pattern`, args)
 	}
-	_, errOut, code := b.Run("ls", "--name", "web-*")
+	b.Submit(b.WriteJob("web.toml", "name = \"web-1\"\ncommand = \"true\"\n"))
+	out, errOut, code := b.Run("ls", "--name", "web-*")
 	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "web-1")
 }
 
 // Submit's messages name a file as it was typed (relative stays
@@ -297,13 +299,15 @@ func TestE2EStateNotWritable(t *testing.T) {
 	}{
 		{"empty state directory on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
 			require.NoError(t, os.MkdirAll(b.State, 0o700))
-			return nil, []string{"ls"}, "paddock: sqlite: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
+			// policy show opens the queue, making it when missing (ls
+			// refuses a state directory with no queue).
+			return nil, []string{"policy", "show"}, "paddock: sqlite: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
 				db + ", " + db + "-wal and " + db + "-shm there\n"
 		}},
 		{"state directory that cannot be created", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
 			require.NoError(t, os.MkdirAll(b.State, 0o700))
 			sub := filepath.Join(b.State, "sub")
-			return nil, []string{"--state-dir", sub, "ls"}, "paddock: state directory " + sub + ": mkdir " + sub +
+			return nil, []string{"--state-dir", sub, "policy", "show"}, "paddock: state directory " + sub + ": mkdir " + sub +
 				": read-only file system (set --state-dir or $PADDOCK_STATE_DIR to a directory paddock can create and write)\n"
 		}},
 		{"hook compilation cache that cannot be created", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
@@ -313,12 +317,12 @@ func TestE2EStateNotWritable(t *testing.T) {
 			return nil, []string{"check", job}, "paddock: state directory " + b.State + ": hook compilation cache: mkdir " + cache + ": read-only file system\n"
 		}},
 		{"database on a read-only mount", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
-			_, errOut, code := b.Run("ls") // creates the database
+			_, errOut, code := b.Run("policy", "show") // creates the database
 			require.Equal(t, 0, code, errOut)
 			return nil, []string{"ls"}, "paddock: sqlite: open " + db + ": it is not writable: read-only file system\n"
 		}},
 		{"writable database in a directory that is not", func(t *testing.T, b *e2etest.Bundle, db string) ([]string, []string, string) {
-			_, errOut, code := b.Run("ls")
+			_, errOut, code := b.Run("policy", "show")
 			require.Equal(t, 0, code, errOut)
 			return []string{db}, []string{"ls"}, "paddock: sqlite: open " + db + ": directory " + b.State + " is not writable: read-only file system; the queue creates " +
 				db + "-wal and " + db + "-shm there\n"
@@ -529,4 +533,24 @@ func TestE2ESubmitWarnsOfUnrunnable(t *testing.T) {
 	require.Contains(t, out, job+`:1: job "state": runner: `+b.State+" is paddock's state directory", out)
 	require.Contains(t, out, "a job that names no workspace gets its own, "+filepath.Join(b.State, "workspaces")+"/<its id>", out)
 	require.NotContains(t, out, "check-", out)
+}
+
+// TestE2EReadsNeedAQueue: a command that reads or changes what a queue
+// holds, pointed at a state directory that holds none (a mistyped
+// --state-dir), says so and exits 2, creating nothing; once a job was
+// submitted there, the same command answers.
+func TestE2EReadsNeedAQueue(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	typo := filepath.Join(b.Dir, "stat-dir")
+	for _, args := range [][]string{{"ls"}, {"show", "x"}, {"logs", "x"}, {"wait", "x"}, {"cancel", "x"}, {"retry", "x"}, {"groups"}, {"schedules"}} {
+		_, errOut, code := b.Run(append([]string{"--state-dir", typo}, args...)...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, "paddock: no queue at "+typo+": "+filepath.Join(typo, "paddock.db")+" does not exist", args)
+		require.NoDirExists(t, typo, "%v created the state directory", args)
+	}
+	b.Submit(b.WriteJob("one.toml", "[[job]]\nname = \"one\"\ncommand = [\"true\"]\n"))
+	out, errOut, code := b.Run("ls")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "one")
 }

@@ -197,7 +197,7 @@ func oneLine(s string, n int) string {
 // job, 1 when op refused a job (a wrong state), 0 otherwise.
 func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs []string, verb, messageType string,
 	op func(a *app, ref string) (queue.Job, error)) error {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := openQueueApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
 	}

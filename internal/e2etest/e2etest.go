@@ -280,10 +280,15 @@ type Listed struct {
 	Reason       string `json:"reason"`
 }
 
-// List returns every job (`paddock --json ls --limit 0`), newest first.
+// List returns every job (`paddock --json ls --limit 0`), newest first;
+// none when the state directory holds no queue yet (ls refuses, exit 2:
+// nothing was ever enqueued there).
 func (b *Bundle) List() []Listed {
 	b.T.Helper()
 	out, errOut, code := b.Run("--json", "ls", "--limit", "0")
+	if code == 2 && strings.Contains(errOut, `"no queue at `+b.State+`: `) {
+		return nil
+	}
 	require.Equal(b.T, 0, code, "ls: %s", errOut)
 	var jobs []Listed
 	dec := json.NewDecoder(strings.NewReader(out))
