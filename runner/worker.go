@@ -66,6 +66,9 @@ type Summary struct {
 	// Failed lists ids of jobs this worker finished in a state other than
 	// succeeded (failed, denied, canceled).
 	Failed []string
+	// Rejected lists the inbox files this worker refused, where they are
+	// now (under inbox/rejected/, each with a .error file beside it).
+	Rejected []string
 }
 
 // Worker claims jobs and runs them through an [Executor], heartbeating the
@@ -202,6 +205,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			for _, r := range results {
 				if r.Err != nil {
 					log.Warn("inbox: file refused", "file", r.File, "moved_to", r.Path, "err", r.Err)
+					w.mu.Lock()
+					w.summary.Rejected = append(w.summary.Rejected, r.Path)
+					w.mu.Unlock()
 					continue
 				}
 				log.Info("inbox: file enqueued", "file", r.File, "jobs", len(r.Jobs))

@@ -280,8 +280,15 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	log.Info("worker stopped", "finished", finishedText(sum.Finished), "not_succeeded", len(sum.Failed),
 		"cpu_user_s", time.Duration(ru.Utime.Nano()).Seconds(), "cpu_system_s", time.Duration(ru.Stime.Nano()).Seconds())
-	if opts.Drain && len(sum.Failed) > 0 {
-		return &exitCodeError{code: exitFailure, err: fmt.Errorf("%d job(s) did not succeed: %s", len(sum.Failed), strings.Join(sum.Failed, ", "))}
+	if opts.Drain && (len(sum.Failed) > 0 || len(sum.Rejected) > 0) {
+		var why []string
+		if len(sum.Failed) > 0 {
+			why = append(why, fmt.Sprintf("%d job(s) did not succeed: %s", len(sum.Failed), strings.Join(sum.Failed, ", ")))
+		}
+		if len(sum.Rejected) > 0 {
+			why = append(why, fmt.Sprintf("%d inbox file(s) were refused (the reason is in the .error file beside each): %s", len(sum.Rejected), strings.Join(sum.Rejected, ", ")))
+		}
+		return &exitCodeError{code: exitFailure, err: errors.New(strings.Join(why, "; "))}
 	}
 	if opts.Drain && ctx.Err() != nil {
 		return drainLeft(ctx, a.store)

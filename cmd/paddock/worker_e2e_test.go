@@ -379,6 +379,24 @@ func TestE2EDrainTakesInbox(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestE2EDrainSaysRefusedInboxFiles: a drain that refused a file of the
+// inbox exits 1 and names where the file went, as it does for a job that
+// did not succeed; the good file's job still ran.
+func TestE2EDrainSaysRefusedInboxFiles(t *testing.T) {
+	t.Parallel()
+	b := e2etest.Setup(t, "")
+	inbox := filepath.Join(b.State, "inbox")
+	require.NoError(t, os.MkdirAll(inbox, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(inbox, "good.toml"), []byte("name = \"good\"\nmode = \"read_only\"\ncommand = [\"/bin/true\"]\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(inbox, "typo.toml"), []byte("name = \"typo\"\ncomand = [\"/bin/true\"]\n"), 0o644))
+	_, errOut, code := b.Run("worker", "--drain")
+	require.Equal(t, 1, code, errOut)
+	rejected := filepath.Join(inbox, "rejected", "typo.toml")
+	require.Contains(t, errOut, "paddock: 1 inbox file(s) were refused (the reason is in the .error file beside each): "+rejected+"\n")
+	require.FileExists(t, rejected+".error")
+	require.Equal(t, "succeeded", b.Show("good").State, errOut)
+}
+
 // The worker's last lines speak paddock, not Go: its counts by state and
 // the ids of the jobs that did not succeed, without map[...] or [...].
 func TestE2EWorkerSummaryWords(t *testing.T) {
