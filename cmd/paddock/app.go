@@ -58,14 +58,7 @@ func loadConfig(cmd *cobra.Command, gopts *GlobalOptions) (runner.Config, string
 // openApp loads the config and opens the store, creating the state
 // directory (0700) when it is missing.
 func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
-	a, err := newApp(cmd, gopts)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.openStore(ctx); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return openAppWith(ctx, cmd, gopts, false)
 }
 
 // openQueueApp is openApp for a command that reads or changes what a
@@ -75,11 +68,16 @@ func openApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*ap
 // creates nothing, so that a mistyped --state-dir is not answered with
 // an empty queue made for it.
 func openQueueApp(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (*app, error) {
+	return openAppWith(ctx, cmd, gopts, true)
+}
+
+// openAppWith is openApp, or, with existing, openQueueApp.
+func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, existing bool) (*app, error) {
 	cfg, stateDir, err := loadConfig(cmd, gopts)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Store == "" {
+	if existing && cfg.Store == "" {
 		db := runner.StateDir{Root: stateDir}.Database()
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)

@@ -369,14 +369,22 @@ func TestE2EWorkerWithoutEventLog(t *testing.T) {
 func TestE2EDrainTakesInbox(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
-	inbox := filepath.Join(b.State, "inbox")
-	require.NoError(t, os.MkdirAll(inbox, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(inbox, "good.toml"), []byte("name = \"good\"\nmode = \"read_only\"\ncommand = [\"/bin/true\"]\n"), 0o644))
+	inbox := dropGoodJob(t, b)
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "succeeded", b.Show("good").State, errOut)
 	_, err := os.Stat(filepath.Join(inbox, "accepted", "good.toml"))
 	require.NoError(t, err)
+}
+
+// dropGoodJob writes a job file, "good.toml" (a read_only /bin/true named
+// good), into b's inbox, made for it, and returns the inbox.
+func dropGoodJob(t *testing.T, b *e2etest.Bundle) string {
+	t.Helper()
+	inbox := filepath.Join(b.State, "inbox")
+	require.NoError(t, os.MkdirAll(inbox, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(inbox, "good.toml"), []byte("name = \"good\"\nmode = \"read_only\"\ncommand = [\"/bin/true\"]\n"), 0o644))
+	return inbox
 }
 
 // TestE2EDrainSaysRefusedInboxFiles: a drain that refused a file of the
@@ -385,9 +393,7 @@ func TestE2EDrainTakesInbox(t *testing.T) {
 func TestE2EDrainSaysRefusedInboxFiles(t *testing.T) {
 	t.Parallel()
 	b := e2etest.Setup(t, "")
-	inbox := filepath.Join(b.State, "inbox")
-	require.NoError(t, os.MkdirAll(inbox, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(inbox, "good.toml"), []byte("name = \"good\"\nmode = \"read_only\"\ncommand = [\"/bin/true\"]\n"), 0o644))
+	inbox := dropGoodJob(t, b)
 	require.NoError(t, os.WriteFile(filepath.Join(inbox, "typo.toml"), []byte("name = \"typo\"\ncomand = [\"/bin/true\"]\n"), 0o644))
 	_, errOut, code := b.Run("worker", "--drain")
 	require.Equal(t, 1, code, errOut)
