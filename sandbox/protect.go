@@ -632,6 +632,12 @@ const asideTries = 8
 func moveAside(dfd int, base, tag, jobID string) (string, error) {
 	name := asideName(base, tag, jobID)
 	err := unix.Renameat2(dfd, base, dfd, name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EACCES) && giveBackRights(dfd, 0o300) {
+		// The job took away its own write permission on the directory
+		// (a worker that is not root is held to it), right after making
+		// the path: given back, as lookAt gives back search.
+		err = unix.Renameat2(dfd, base, dfd, name, unix.RENAME_NOREPLACE)
+	}
 	for i := 0; errors.Is(err, unix.EEXIST) && i < asideTries; i++ {
 		aside := fmt.Sprintf("%s.%016x", name, rand.Uint64())
 		if err = unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err == nil {
@@ -663,17 +669,23 @@ func readlinkAt(dfd int, name string, buf []byte) string {
 // what is in it must be looked at.
 func lookAt(dfd int, name string, st *unix.Stat_t) error {
 	err := unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-	if !errors.Is(err, unix.EACCES) {
-		return err
-	}
-	var dir unix.Stat_t
-	if unix.Fstat(dfd, &dir) != nil {
-		return err
-	}
-	if unix.Chmod("/proc/self/fd/"+strconv.Itoa(dfd), (dir.Mode&0o7777)|0o700) != nil {
+	if !errors.Is(err, unix.EACCES) || !giveBackRights(dfd, 0o700) {
 		return err
 	}
 	return unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// giveBackRights adds the owner's permission bits (0o700 for read, write
+// and search; 0o300 for write and search) to the directory open as dfd
+// (chmod(2) through /proc/self/fd: dfd may be an O_PATH descriptor) and
+// reports whether it could: only its owner (or root) may, and a job
+// running as the worker's user owns what it made in its workspace.
+func giveBackRights(dfd int, bits uint32) bool {
+	var dir unix.Stat_t
+	if unix.Fstat(dfd, &dir) != nil {
+		return false
+	}
+	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(dfd), (dir.Mode&0o7777)|bits) == nil
 }
 
 // moveAsideSaying moves name, in the directory dir open as dfd, aside
@@ -804,7 +816,11 @@ func restoreLinkIn(dfd int, l *ProtectedLink, jobID string) string {
 		}
 		msg += "; what the job left there is now " + filepath.Join(filepath.Dir(l.Path), aside)
 	}
-	if err := unix.Symlinkat(l.Target, dfd, base); err != nil {
+	err := unix.Symlinkat(l.Target, dfd, base)
+	if errors.Is(err, unix.EACCES) && giveBackRights(dfd, 0o300) {
+		err = unix.Symlinkat(l.Target, dfd, base)
+	}
+	if err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return msg + "; putting the link back failed: something was created there again: check it before running git there"
 		}

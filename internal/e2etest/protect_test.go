@@ -669,3 +669,36 @@ func requireMine(t *testing.T, dir string, files ...string) {
 		require.Equal(t, "# mine\n", string(data), f)
 	}
 }
+
+// TestE2EProtectedCreatedThenLocked: a job that makes a protected path
+// and, in the same breath, takes away its own write permission on the
+// directory (chmod 0555: a worker that is not root is held to it) still
+// has the path moved aside, the directory's permission given back, and
+// is denied. Run as nobody (make test's escape run), the move failed
+// before, and the path outlived the job. Both grades.
+func TestE2EProtectedCreatedThenLocked(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		// The job's own directory, which it may chmod; made writable
+		// again before TempDir's removal.
+		ws := t.TempDir()
+		t.Cleanup(func() { _ = os.Chmod(ws, 0o755) })
+		b.SetPolicy("protect = [\"@default\"]\n")
+		job := b.WriteJob("lock.toml", fmt.Sprintf(`name = "lock"
+mode = "workspace_write"
+workspace = %q
+command = '''
+python3 -c 'import os; open(".t", "w").write("evil"); os.rename(".t", ".bashrc"); os.chmod(".", 0o555)'
+sleep 300; echo outlived
+'''
+`, ws))
+		out, errOut, code := b.Run("run", job)
+		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
+		require.NotContains(t, out, "outlived")
+		require.NoFileExists(t, filepath.Join(ws, ".bashrc"))
+		j := b.Show("lock")
+		require.Equal(t, "denied", j.State, j.Reason)
+		require.Contains(t, j.Reason, "created the protected path "+filepath.Join(ws, ".bashrc"))
+		require.NotContains(t, j.Reason, "failed")
+	})
+}
