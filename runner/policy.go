@@ -30,10 +30,19 @@ const (
 )
 
 // DefaultHide are the paths hidden from every job when a policy sets no
-// hide list, relative to $HOME: where the usual tools keep credentials.
+// hide list, relative to $HOME: where the usual tools keep credentials
+// (git's credential store in either of its places, git-credential-store(1);
+// the GitHub CLI's hosts.yml; npm's, PyPI's, Cargo's, PostgreSQL's
+// (libpq's .pgpass), MySQL's, Azure's, Vault's, rclone's, Terraform's and
+// podman's tokens and passwords), and the shell and REPL histories, which
+// hold what was typed, passwords among it.
 var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "~/.kube",
-	"~/.docker/config.json", "~/.netrc", "~/.git-credentials",
-	"~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.lesshst", "~/.local/share/fish/fish_history"}
+	"~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials",
+	"~/.config/gh", "~/.npmrc", "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml",
+	"~/.pgpass", "~/.my.cnf", "~/.azure", "~/.vault-token", "~/.config/rclone",
+	"~/.terraform.d/credentials.tfrc.json", "~/.config/containers/auth.json",
+	"~/.bash_history", "~/.zsh_history", "~/.python_history", "~/.lesshst", "~/.local/share/fish/fish_history",
+	"~/.psql_history", "~/.mysql_history", "~/.sqlite_history", "~/.node_repl_history", "~/.rediscli_history"}
 
 // DefaultProtect are the sub-paths kept read-only inside every writable
 // root when a policy sets no protect list, relative to that root: what
@@ -50,7 +59,10 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // .pam_environment where user_readenv is set. Debian's .profile puts
 // .local/bin on $PATH, and Python runs the .pth files of the user's
 // site-packages (.local/lib/pythonX.Y/site-packages, site(7)) at every
-// start.
+// start. Editors, tmux and gdb run their start-up files (.vimrc and
+// .vim/plugin, init.vim or init.lua, .emacs and init.el, .tmux.conf,
+// .gdbinit) as code; npm runs scripts through a .npmrc's script-shell,
+// and Cargo every build through a config's build.rustc-wrapper.
 // Git reads a repository's config and hooks from the directory its
 // "commondir" file names (gitrepository-layout(5)), in any repository, and
 // each submodule and linked worktree has its own: those are protected
@@ -63,7 +75,9 @@ var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".
 	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc", ".ssh/config", ".ssh/authorized_keys",
 	".ssh/authorized_keys2", ".ssh/environment", ".pam_environment", ".xprofile", ".xsessionrc",
 	".config/systemd/", ".config/environment.d/", ".local/share/systemd/", ".config/autostart/",
-	".local/bin/", ".local/lib/"}
+	".local/bin/", ".local/lib/",
+	".vimrc", ".vim/", ".config/nvim/", ".emacs", ".emacs.el", ".emacs.d/", ".config/emacs/",
+	".tmux.conf", ".config/tmux/", ".gdbinit", ".npmrc", ".cargo/config", ".cargo/config.toml"}
 
 // policyKeys are a policy file's top-level keys, for did-you-mean hints.
 var policyKeys = []string{"max_mode", "allow_network", "workspace_roots", "unix_sockets", "hide", "protect", "hook"}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestPolicyWarnsOfDroppedDefaults(t *testing.T) {
 	require.NoError(t, err)
 	w := p.Warnings()
 	require.Len(t, w, 2)
-	require.Contains(t, w[0], `/etc/p.toml:4: hide: the list does not include "@default", so the 13 default entries (~/.ssh, ~/.gnupg, ~/.aws, …) are not hidden`)
+	require.Contains(t, w[0], `/etc/p.toml:4: hide: the list does not include "@default", so the `+strconv.Itoa(len(DefaultHide))+` default entries (~/.ssh, ~/.gnupg, ~/.aws, …) are not hidden`)
 	require.Contains(t, w[1], `/etc/p.toml:3: protect: the list does not include "@default"`)
 	require.Contains(t, w[1], "are not protected")
 	for _, text := range []string{

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,19 +30,29 @@ func TestE2EHiddenSecrets(t *testing.T) {
 		netrc := filepath.Join(home, ".netrc")
 		require.NoError(t, os.WriteFile(key, []byte("SECRET-KEY-MATERIAL\n"), 0o600))
 		require.NoError(t, os.WriteFile(netrc, []byte("machine x login SECRET-NETRC\n"), 0o600))
+		// Credential stores and histories of other tools on the list.
+		others := []string{".config/git/credentials", ".config/gh/hosts.yml", ".npmrc", ".pgpass",
+			".cargo/credentials.toml", ".config/rclone/rclone.conf", ".psql_history"}
+		var catOthers strings.Builder
+		for _, o := range others {
+			p := filepath.Join(home, o)
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+			require.NoError(t, os.WriteFile(p, []byte("SECRET-OTHER "+o+"\n"), 0o600))
+			fmt.Fprintf(&catOthers, "cat %s 2>&1\n", p)
+		}
 		b.Env = append(b.Env, "HOME="+home)
 		ws := t.TempDir()
 		job := b.WriteJob("peek.toml", fmt.Sprintf(`mode = "workspace_write"
 workspace = %q
 command = '''
-cat %s 2>&1
+%scat %s 2>&1
 cat %s 2>&1
 echo "ls=[$(ls -A %s)]"
 rm %s 2>/dev/null && echo REMOVED-netrc
 mv %s %s/stolen 2>/dev/null && echo MOVED-netrc
 true
 '''
-`, ws, key, netrc, filepath.Dir(key), netrc, netrc, ws))
+`, ws, catOthers.String(), key, netrc, filepath.Dir(key), netrc, netrc, ws))
 		out, errOut, code := b.Run("run", job)
 		require.Equal(t, 0, code, errOut)
 		require.NotContains(t, out, "SECRET", "a hidden secret was read")
@@ -60,6 +71,9 @@ true
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "SECRET-KEY-MATERIAL")
 		require.Contains(t, out, "SECRET-NETRC")
+		for _, o := range others {
+			require.Contains(t, out, "SECRET-OTHER "+o)
+		}
 	})
 }
 

@@ -604,7 +604,8 @@ func TestE2EProtectedSessionFiles(t *testing.T) {
 	for _, d := range []string{".ssh", ".config/environment.d", ".config/systemd", ".local/share/systemd/user", ".local/bin", ".local/lib/python3.11/site-packages"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
 	}
-	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf"} {
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".cargo"), 0o755))
+	for _, f := range []string{".ssh/authorized_keys2", ".config/systemd/user.conf", ".vimrc", ".npmrc", ".cargo/config.toml"} {
 		require.NoError(t, os.WriteFile(filepath.Join(home, f), []byte("# mine\n"), 0o644))
 	}
 	job := b.WriteJob("session.toml", fmt.Sprintf(`mode = "workspace_write"
@@ -616,6 +617,9 @@ echo DefaultEnvironment=LD_PRELOAD=/tmp/x.so >> .config/systemd/user.conf 2>/dev
 mkdir -p .local/share/systemd/user/dbus.service.d 2>/dev/null && echo WROTE-dropin
 echo 'import os' > .local/lib/python3.11/site-packages/zz.pth 2>/dev/null && echo WROTE-pth
 printf '#!/bin/sh\n' > .local/bin/ls 2>/dev/null && echo WROTE-bin
+echo '!sh -c evil' >> .vimrc 2>/dev/null && echo WROTE-vimrc
+echo 'script-shell=/tmp/x' >> .npmrc 2>/dev/null && echo WROTE-npmrc
+printf '[build]\nrustc-wrapper = "/tmp/x"\n' >> .cargo/config.toml 2>/dev/null && echo WROTE-cargo
 true
 '''
 `, home))
@@ -624,11 +628,11 @@ true
 	require.NotContains(t, out, "WROTE-")
 	require.NoFileExists(t, filepath.Join(home, ".config/environment.d/50-x.conf"))
 	require.NoDirExists(t, filepath.Join(home, ".local/share/systemd/user/dbus.service.d"))
-	requireMine(t, home, ".ssh/authorized_keys2", ".config/systemd/user.conf")
+	requireMine(t, home, ".ssh/authorized_keys2", ".config/systemd/user.conf", ".vimrc", ".npmrc", ".cargo/config.toml")
 	b.SetPolicy("protect = []\n")
 	out, errOut, code = b.Run("run", job)
 	require.Equal(t, 0, code, "%s\n%s", out, errOut)
-	for _, w := range []string{"WROTE-keys2", "WROTE-envd", "WROTE-userconf", "WROTE-dropin", "WROTE-pth", "WROTE-bin"} {
+	for _, w := range []string{"WROTE-keys2", "WROTE-envd", "WROTE-userconf", "WROTE-dropin", "WROTE-pth", "WROTE-bin", "WROTE-vimrc", "WROTE-npmrc", "WROTE-cargo"} {
 		require.Contains(t, out, w)
 	}
 }
