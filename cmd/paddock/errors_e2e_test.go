@@ -553,4 +553,10 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 	out, errOut, code := b.Run("ls")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "one")
+	// A worker makes the queue it runs, and says so when it had to: its
+	// drain of an empty one is no proof of the jobs' end.
+	_, errOut, code = b.Run("--state-dir", typo, "worker", "--drain")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, `msg="queue created: there was none in this state directory`)
+	require.Contains(t, errOut, "db="+filepath.Join(typo, "paddock.db"))
 }
