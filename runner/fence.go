@@ -506,50 +506,64 @@ func (f Fence) checkPinned(pol sandbox.Policy, pins *sandbox.Pinned, jobID strin
 		protected = nil
 	}
 	for i, file := range pins.Files() {
-		root := roots[i]
-		var rootID fileID
-		var inHidden string
-		isHidden := false
-		err := walkUp(file, func(id fileID, first bool) bool {
-			if first {
-				rootID = id
+		if err := f.checkPinnedRoot(roots[i], file, hidden, protected, own, ownPath); err != nil {
+			// The job file's key: the workspace is the first root.
+			key := "writable"
+			if i == 0 {
+				key = "workspace"
 			}
-			if ownPath != "" && id == own {
-				return false // within the job's own workspace: allowed
-			}
-			if h, ok := hidden[id]; ok {
-				inHidden, isHidden = h, first
-				return false
-			}
-			return true
-		})
-		if err != nil {
-			return fmt.Errorf("runner: checking %s: %w", root, err)
+			return &sandbox.KeyError{Key: key, Err: err}
 		}
-		if inHidden != "" {
-			if f.stateDir != "" && (inHidden == f.stateDir || canonicalPrefix(inHidden) == f.stateDir) {
-				own := "a job that names no workspace gets its own, " + StateDir{Root: f.stateDir}.Workspaces() + "/<its id>"
-				if ownPath != "" {
-					own = "this job's own is " + ownPath
-				}
-				where := "is inside paddock's state directory " + f.stateDir
-				if isHidden {
-					where = "is paddock's state directory"
-				}
-				return fmt.Errorf("runner: %s %s, which jobs cannot see: a job may use only its own default workspace there (%s)", root, where, own)
+	}
+	return nil
+}
+
+// checkPinnedRoot is [Fence.checkPinned] for one root, open as file: it
+// may lie in no hidden directory (by hidden's identities) but the job's
+// own default workspace (own, at ownPath), and hold no protected path.
+func (f Fence) checkPinnedRoot(root string, file *os.File, hidden, protected map[fileID]string, own fileID, ownPath string) error {
+	var rootID fileID
+	var inHidden string
+	isHidden := false
+	err := walkUp(file, func(id fileID, first bool) bool {
+		if first {
+			rootID = id
+		}
+		if ownPath != "" && id == own {
+			return false // within the job's own workspace: allowed
+		}
+		if h, ok := hidden[id]; ok {
+			inHidden, isHidden = h, first
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("runner: checking %s: %w", root, err)
+	}
+	if inHidden != "" {
+		if f.stateDir != "" && (inHidden == f.stateDir || canonicalPrefix(inHidden) == f.stateDir) {
+			own := "a job that names no workspace gets its own, " + StateDir{Root: f.stateDir}.Workspaces() + "/<its id>"
+			if ownPath != "" {
+				own = "this job's own is " + ownPath
 			}
+			where := "is inside paddock's state directory " + f.stateDir
 			if isHidden {
-				return fmt.Errorf("runner: %s is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root)
+				where = "is paddock's state directory"
 			}
-			return fmt.Errorf("runner: %s is inside %s, which is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root, inHidden)
+			return fmt.Errorf("runner: %s %s, which jobs cannot see: a job may use only its own default workspace there (%s)", root, where, own)
 		}
-		if p, ok := protected[rootID]; ok {
-			what := "contains " + p + ", which"
-			if p == root {
-				what = "is a path"
-			}
-			return fmt.Errorf("runner: %s %s paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, what, f.advice(p))
+		if isHidden {
+			return fmt.Errorf("runner: %s is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root)
 		}
+		return fmt.Errorf("runner: %s is inside %s, which is hidden from every job (one of paddock's own directories, or on the policy's hide list)", root, inHidden)
+	}
+	if p, ok := protected[rootID]; ok {
+		what := "contains " + p + ", which"
+		if p == root {
+			what = "is a path"
+		}
+		return fmt.Errorf("runner: %s %s paddock keeps out of every job's reach (a job that may write there could change what paddock runs next: its queue, config, hooks, binary or bwrap): %s", root, what, f.advice(p))
 	}
 	return nil
 }

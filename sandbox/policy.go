@@ -210,6 +210,27 @@ func (p Policy) Roots() []string {
 	return append([]string{p.workspace}, p.writable...)
 }
 
+// KeyError is a [NewPolicy] error about one of its parameters. Key names
+// the parameter as a job file does ("workspace", "writable", "cwd",
+// "network"), for a caller that says at which line of a file the error
+// lies; Err is the error itself, which Error returns unchanged.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Err.Error() }
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// keyed wraps err, when it is not nil, in a [KeyError] for key.
+func keyed(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &KeyError{Key: key, Err: err}
+}
+
 // ErrBadPath is wrapped by every [NewPolicy] error about a path (missing,
 // not a directory, "/", a system directory, NUL byte, hidden cwd).
 var ErrBadPath = errors.New("bad path")
@@ -285,16 +306,19 @@ var kernelDirs = []string{"/proc", "/sys", "/dev"}
 //   - network = false with danger_full_access;
 //   - a protected path that is a writable root or contains one (wraps
 //     [ErrBadPath]).
+//
+// An error about the workspace, a writable root, the cwd or the network
+// is a [*KeyError] naming it.
 func NewPolicy(p PolicyParams) (Policy, error) {
 	if _, err := ParseMode(string(p.Mode)); err != nil {
 		return Policy{}, err
 	}
 	out := Policy{mode: p.Mode, network: p.Network, unix: p.UnixSockets || p.Mode == ModeDangerFullAccess}
 	if p.Mode == ModeDangerFullAccess && !p.Network {
-		return Policy{}, errors.New("sandbox: network = false needs a confined mode (read_only or workspace_write); danger_full_access cannot isolate the network")
+		return Policy{}, keyed("network", errors.New("sandbox: network = false needs a confined mode (read_only or workspace_write); danger_full_access cannot isolate the network"))
 	}
 	if len(p.Writable) > 0 && p.Mode != ModeWorkspaceWrite {
-		return Policy{}, fmt.Errorf("sandbox: writable roots need mode %s, not %s", ModeWorkspaceWrite, p.Mode)
+		return Policy{}, keyed("writable", fmt.Errorf("sandbox: writable roots need mode %s, not %s", ModeWorkspaceWrite, p.Mode))
 	}
 	if p.Workspace == "" && p.Mode.Confined() {
 		return Policy{}, fmt.Errorf("sandbox: mode %s needs a workspace", p.Mode)
@@ -302,14 +326,14 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 	if p.Workspace != "" {
 		ws, err := canonicalRoot("workspace", p.Workspace)
 		if err != nil {
-			return Policy{}, err
+			return Policy{}, keyed("workspace", err)
 		}
 		out.workspace = ws
 	}
 	for _, w := range p.Writable {
 		c, err := canonicalRoot("writable root", w)
 		if err != nil {
-			return Policy{}, err
+			return Policy{}, keyed("writable", err)
 		}
 		if c != out.workspace && !slices.Contains(out.writable, c) {
 			out.writable = append(out.writable, c)
@@ -368,11 +392,11 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 	}
 	c, err := canonicalDir("cwd", cwd)
 	if err != nil {
-		return Policy{}, err
+		return Policy{}, keyed("cwd", err)
 	}
 	if p.Mode.Confined() {
 		if err := out.visible(c); err != nil {
-			return Policy{}, err
+			return Policy{}, keyed("cwd", err)
 		}
 	}
 	out.cwd = c

@@ -151,7 +151,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		if err := a.Fence().CheckJob(fenceJob); err != nil {
 			// As the worker does: a job whose sandbox cannot be built never
 			// reaches the hooks.
-			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: files[0].at(spec, "") + err.Error(),
+			r := checkResult{MessageType: "check", Name: spec.Name, Verdict: "cannot_run", Error: files[0].at(spec, keyOf(err)) + err.Error(),
 				Argv: hj.Argv, Mode: hj.Mode, Trail: []hooks.TrailEntry{}}
 			emit(r, true)
 			continue
@@ -185,7 +185,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			if err != nil {
 				// Allowed, but the sandbox cannot be built for it: every
 				// attempt would fail before the command runs.
-				r.Error = files[0].at(spec, "") + err.Error()
+				r.Error = files[0].at(spec, keyOf(err)) + err.Error()
 				r.Verdict = "cannot_run"
 			}
 			r.ConfinedArgv = info.Argv

@@ -312,24 +312,53 @@ func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
 			fmt.Fprintf(w, "paddock: warning: %s\n", msg)
 		}
 	}
+	// A job with no workspace gets its own when it runs: its writable
+	// paths and cwd are checked beside a stand-in, made on first need.
+	placeholder := ""
+	defer func() {
+		if placeholder != "" {
+			os.RemoveAll(placeholder)
+		}
+	}()
+	// What the fence is asked depends on these alone: a batch of jobs
+	// that share them is checked once.
 	seen := map[string]bool{}
 	ex := a.Executor(nil, sandbox.ProbeReport{}, nil)
 	for _, f := range files {
 		for _, sp := range f.specs {
-			if sp.Workspace == "" || seen[sp.Workspace] {
-				continue // its own default workspace, made when it runs
-			}
-			seen[sp.Workspace] = true
-			if _, err := os.Stat(sp.Workspace); errors.Is(err, fs.ErrNotExist) {
-				warn(fmt.Sprintf("%sworkspace %s does not exist yet: each attempt that starts before it does fails (not run)", f.at(sp, "workspace"), sp.Workspace))
+			key := strings.Join(append([]string{sp.Mode, sp.Workspace, sp.Cwd}, sp.Writable...), "\x00")
+			if seen[key] {
 				continue
 			}
-			hj := ex.HookJob(queue.Job{Name: sp.Name, Spec: sp}, sp.Workspace, 1)
+			seen[key] = true
+			ws := sp.Workspace
+			if ws == "" {
+				if placeholder == "" {
+					var err error
+					if placeholder, err = os.MkdirTemp("", "paddock-submit-"); err != nil {
+						return // a check for warnings only: the jobs are queued
+					}
+				}
+				ws = placeholder
+			} else if _, err := os.Stat(ws); errors.Is(err, fs.ErrNotExist) {
+				warn(fmt.Sprintf("%sworkspace %s does not exist yet: each attempt that starts before it does fails (not run)", f.at(sp, "workspace"), ws))
+				continue
+			}
+			hj := ex.HookJob(queue.Job{Name: sp.Name, Spec: sp}, ws, 1)
 			if err := a.Fence().CheckJob(hj); err != nil {
-				warn(fmt.Sprintf("%seach attempt will fail before it runs (not run): %v", f.at(sp, ""), err))
+				warn(fmt.Sprintf("%seach attempt will fail before it runs (not run): %v", f.at(sp, keyOf(err)), err))
 			}
 		}
 	}
+}
+
+// keyOf returns the job-file key a fence or sandbox error is about
+// ([sandbox.KeyError]), or "" when it names none.
+func keyOf(err error) string {
+	if ke := (*sandbox.KeyError)(nil); errors.As(err, &ke) {
+		return ke.Key
+	}
+	return ""
 }
 
 // enqueueError explains a submission the store refused (nothing of it was

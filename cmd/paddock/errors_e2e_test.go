@@ -522,17 +522,26 @@ func TestE2ESubmitWarnsOfUnrunnable(t *testing.T) {
 	out, errOut, code := b.Run("submit", job)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "state")
-	require.Contains(t, errOut, `paddock: warning: `+job+`:1: job "state": each attempt will fail before it runs (not run): runner: `+b.State+" is paddock's state directory")
-	require.Contains(t, errOut, `paddock: warning: `+job+`:6: job "bin": each attempt will fail before it runs (not run): runner: `+filepath.Dir(b.Bin)+" contains")
+	require.Contains(t, errOut, `paddock: warning: `+job+`:4: job "state": each attempt will fail before it runs (not run): runner: `+b.State+" is paddock's state directory")
+	require.Contains(t, errOut, `paddock: warning: `+job+`:10: job "bin": each attempt will fail before it runs (not run): runner: `+filepath.Dir(b.Bin)+" contains")
 	require.NotContains(t, errOut, `job "fine"`)
 	out, _, code = b.Run("check", job)
 	require.Equal(t, 1, code)
 	require.Equal(t, 2, strings.Count(out, "cannot_run"), out)
 	// Placed as submit places them, and with no id check made up: the
 	// job has none yet.
-	require.Contains(t, out, job+`:1: job "state": runner: `+b.State+" is paddock's state directory", out)
+	require.Contains(t, out, job+`:4: job "state": runner: `+b.State+" is paddock's state directory", out)
 	require.Contains(t, out, "a job that names no workspace gets its own, "+filepath.Join(b.State, "workspaces")+"/<its id>", out)
 	require.NotContains(t, out, "check-", out)
+
+	// A job with no workspace of its own is checked too: a writable path
+	// or cwd that does not exist is said at its line.
+	norm := b.WriteJob("paths.toml", "[[job]]\nname = \"wr\"\nmode = \"workspace_write\"\nwritable = [\"./nowhere\"]\ncommand = [\"true\"]\n"+
+		"[[job]]\nname = \"cw\"\nmode = \"workspace_write\"\ncwd = \"./nowhere-cwd\"\ncommand = [\"true\"]\n")
+	_, errOut, code = b.Run("submit", norm)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, `paddock: warning: `+norm+`:4: job "wr": each attempt will fail before it runs (not run): sandbox: writable root`)
+	require.Contains(t, errOut, `paddock: warning: `+norm+`:9: job "cw": each attempt will fail before it runs (not run): sandbox: cwd`)
 }
 
 // TestE2EReadsNeedAQueue: a command that reads or changes what a queue
