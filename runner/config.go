@@ -456,7 +456,7 @@ func (c Config) validate() []problem {
 	var ps []problem
 	top := func(format string, args ...any) { ps = append(ps, problem{-1, "", fmt.Sprintf(format, args...)}) }
 	if c.Concurrency < 0 {
-		top("concurrency: must be at least 1, got %d", c.Concurrency)
+		top("concurrency: must be 0 (the number of CPUs) or more, got %d", c.Concurrency)
 	}
 	if _, err := sandbox.ParseMode(c.DefaultMode); err != nil {
 		top("default_mode: %v%s", err, modeHint(c.DefaultMode))

@@ -459,6 +459,9 @@ func canonicalRoot(field, raw string) (string, error) {
 		return "", fmt.Errorf("sandbox: %s %q is the root directory; that would make the whole system writable: %w", field, raw, ErrBadPath)
 	}
 	if slices.Contains(systemDirs, c) {
+		if slices.Contains(SystemTrees, c) {
+			return "", fmt.Errorf("sandbox: %s %q is the system directory %s, whose tree the host runs or configures itself from: a job may not write there, nor in a directory below it that the queue's policy does not list in workspace_roots: %w", field, raw, c, ErrBadPath)
+		}
 		return "", fmt.Errorf("sandbox: %s %q is the system directory %s; use a directory below it: %w", field, raw, c, ErrBadPath)
 	}
 	for _, k := range kernelDirs {

@@ -110,13 +110,18 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: the queue's policy could not be read (%v): the argv shows its defaults\n", err)
 				}
 			}
+			if opts.Mode == string(sandbox.ModeDangerFullAccess) && !cmd.Flags().Changed("network") {
+				// As a job file's network defaults for this mode: it
+				// cannot isolate the network.
+				opts.Network = true
+			}
 			return runConfine(cmd.Context(), opts, gopts, in, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Mode, "mode", string(sandbox.ModeWorkspaceWrite), "sandbox mode: read_only, workspace_write or danger_full_access")
 	f.StringVar(&opts.Workspace, "workspace", ".", "the job's workspace directory, bound and made the working directory (symlinks resolved)")
-	f.BoolVar(&opts.Network, "network", false, "share the host network, as a job with network = true under a policy that allows it (default: isolated, as jobs are)")
+	f.BoolVar(&opts.Network, "network", false, "share the host network, as a job with network = true under a policy that allows it (default: isolated, as jobs are; shared for danger_full_access, which cannot isolate it)")
 	f.StringArrayVar(&opts.Writable, "writable", nil, "an extra writable root (repeatable; workspace_write only)")
 	f.BoolVar(&opts.UnixSockets, "unix-sockets", false, "let the command create Unix sockets (a job's unix_sockets = true)")
 	f.StringVar(&opts.SeccompFile, "seccomp-file", "", "write the seccomp program (descriptor 4 of the argv) to this file")

@@ -569,3 +569,25 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 	require.Contains(t, errOut, `msg="queue created: there was none in this state directory`)
 	require.Contains(t, errOut, "db="+filepath.Join(typo, "paddock.db"))
 }
+
+// TestE2EConfineDangerAndSystemDirs: confine of a danger_full_access
+// command shares the network as such a job does (it cannot isolate it),
+// unless --network=false, which is refused; and a system directory whose
+// whole tree is refused is not answered with "use a directory below it".
+func TestE2EConfineDangerAndSystemDirs(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	out, errOut, code := b.Run("confine", "--mode", "danger_full_access", "--", "ls")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "ls\n", out)
+	_, errOut, code = b.Run("confine", "--mode", "danger_full_access", "--network=false", "--", "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "danger_full_access cannot isolate the network")
+	_, errOut, code = b.Run("confine", "--writable", "/etc", "--", "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `writable root "/etc" is the system directory /etc, whose tree the host runs or configures itself from`)
+	require.NotContains(t, errOut, "use a directory below it")
+	_, errOut, code = b.Run("confine", "--writable", "/var", "--", "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `writable root "/var" is the system directory /var; use a directory below it`)
+}
