@@ -18,7 +18,9 @@ type SeccompParams struct {
 	// Defaults to runtime.GOARCH.
 	Arch string
 	// UnixSockets lets socket(AF_UNIX, ...) through. Defaults to false:
-	// refused with EPERM (socketpair(2) is always allowed).
+	// refused with EPERM (socketpair(2) is always allowed). The other
+	// address families are the same either way: AF_INET, AF_INET6 and
+	// AF_NETLINK allowed, every other one refused with EAFNOSUPPORT.
 	UnixSockets bool
 }
 
@@ -45,7 +47,7 @@ const x32SyscallBit = 0x40000000
 // in zsysnum_linux_amd64.go and zsysnum_linux_arm64.go).
 var seccompArchs = map[string]seccompArch{
 	"amd64": {audit: unix.AUDIT_ARCH_X86_64, x32: true, nr: map[string]uint32{
-		"ioctl": 16, "socket": 41, "clone": 56, "syslog": 103, "pivot_root": 155, "mount": 165, "umount2": 166,
+		"ioctl": 16, "socket": 41, "socketpair": 53, "clone": 56, "syslog": 103, "pivot_root": 155, "mount": 165, "umount2": 166,
 		"init_module": 175, "delete_module": 176, "kexec_load": 246, "add_key": 248, "request_key": 249,
 		"keyctl": 250, "unshare": 272, "perf_event_open": 298, "setns": 308, "finit_module": 313,
 		"kexec_file_load": 320, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
@@ -54,7 +56,7 @@ var seccompArchs = map[string]seccompArch{
 	}},
 	"arm64": {audit: unix.AUDIT_ARCH_AARCH64, nr: map[string]uint32{
 		"ioctl": 29, "umount2": 39, "mount": 40, "pivot_root": 41, "unshare": 97, "kexec_load": 104,
-		"init_module": 105, "delete_module": 106, "syslog": 116, "socket": 198, "add_key": 217, "request_key": 218,
+		"init_module": 105, "delete_module": 106, "syslog": 116, "socket": 198, "socketpair": 199, "add_key": 217, "request_key": 218,
 		"keyctl": 219, "clone": 220, "perf_event_open": 241, "setns": 268, "finit_module": 273, "bpf": 280,
 		"userfaultfd": 282, "kexec_file_load": 294, "io_uring_setup": 425, "io_uring_enter": 426,
 		"io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
@@ -79,9 +81,50 @@ type seccompRule struct {
 	bits uint32
 	// errno is the error returned; EPERM when 0.
 	errno unix.Errno
-	// unixSocket marks the rule SeccompParams.UnixSockets lifts.
+	// unixSocket marks the anyOf of the rule as what
+	// SeccompParams.UnixSockets lifts (the rest of the rule stays).
 	unixSocket bool
-	why        string
+	// allowOnly, when not empty, is checked after anyOf and bits: the
+	// call is let through when the argument's low 32 bits equal one of
+	// these, and refused with othersErrno otherwise.
+	allowOnly   []uint32
+	othersErrno unix.Errno
+	why         string
+}
+
+// socketFamily is an address family a job may create sockets of.
+type socketFamily struct {
+	family uint32
+	name   string
+	why    string
+}
+
+// socketFamilies are the only address families socket(2) and
+// socketpair(2) accept in a confined job, whatever its network key;
+// every other family fails with EAFNOSUPPORT, the kernel's own answer
+// for a family it does not have. The list is Flatpak's
+// (common/flatpak-run.c, setup_seccomp, socket_family_allowlist) less
+// AF_UNSPEC (no family 0 exists: the kernel answers EAFNOSUPPORT anyway,
+// after asking for a module net-pf-0) and less the families Flatpak lets
+// through on request only (AF_CAN, AF_BLUETOOTH), which a job cannot ask
+// for. The families refused this way are the ones a network namespace
+// does not isolate (AF_VSOCK reaches the hypervisor and, on a host of
+// virtual machines, its guests) and a large kernel attack surface
+// (AF_ALG, AF_RDS, AF_TIPC, AF_KEY, AF_PACKET, AF_CAN, AF_BLUETOOTH, ...).
+var socketFamilies = []socketFamily{
+	{unix.AF_UNIX, "AF_UNIX", "socketpair(2) and, with unix_sockets, socket(2); the AF_UNIX rule refuses socket(2) (EPERM) otherwise"},
+	{unix.AF_INET, "AF_INET", "IPv4; the network namespace isolates it when network is false (a job then has only its own loopback)"},
+	{unix.AF_INET6, "AF_INET6", "IPv6, isolated as AF_INET is"},
+	{unix.AF_NETLINK, "AF_NETLINK", "the network namespace's own interfaces and routes (getaddrinfo's AI_ADDRCONFIG, ip(8)); isolated with it"},
+}
+
+// socketFamilyValues returns the family numbers of socketFamilies.
+func socketFamilyValues() []uint32 {
+	out := make([]uint32, len(socketFamilies))
+	for i, f := range socketFamilies {
+		out[i] = f.family
+	}
+	return out
 }
 
 // seccompRules are the refused calls, in the order the program checks
@@ -90,7 +133,10 @@ type seccompRule struct {
 // kernel interfaces a job has no business with.
 var seccompRules = []seccompRule{
 	{name: "socket", arg: 0, anyOf: []uint32{unix.AF_UNIX}, unixSocket: true,
-		why: "a Unix socket reaches host services (a path socket through the read-only root, an abstract one through a shared network); socketpair(2) stays allowed"},
+		allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT,
+		why: "a Unix socket reaches host services (a path socket through the read-only root, an abstract one through a shared network); socketpair(2) stays allowed; any family but socketFamilies' fails with EAFNOSUPPORT"},
+	{name: "socketpair", arg: 0, allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT,
+		why: "socketpair(2) creates sockets of its family too (AF_TIPC has pairs): the same families as socket(2)"},
 	{name: "ioctl", arg: 1, anyOf: []uint32{unix.TIOCSTI, unix.TIOCLINUX},
 		why: "TIOCSTI pushes input into a terminal (CVE-2017-5226), TIOCLINUX does the same through a virtual console's selection (CVE-2023-28100)"},
 	{name: "clone", arg: 0, bits: unix.CLONE_NEWUSER, why: "a new user namespace gives the job every capability again inside it"},
@@ -143,8 +189,10 @@ const (
 
 // SeccompProgram returns the classic BPF program every confined job runs
 // under, passed to bwrap with --seccomp (see [SeccompBytes]). Refused
-// calls fail with EPERM (clone3 with ENOSYS); nothing is killed. It
-// refuses every call of another ABI than the native one of p.Arch: the
+// calls fail with EPERM (clone3 with ENOSYS; socket(2) and socketpair(2)
+// of an address family other than AF_UNIX, AF_INET, AF_INET6 and
+// AF_NETLINK with EAFNOSUPPORT); nothing is killed. It refuses every
+// call of another ABI than the native one of p.Arch: the
 // i386 ABI on x86-64 (int 0x80), x32 (__X32_SYSCALL_BIT), 32-bit ARM on
 // arm64, as Flatpak and runc do, so that the table cannot be sidestepped
 // through a compat entry point (socketcall(2) on i386 is one way to
@@ -175,7 +223,8 @@ func SeccompProgram(p SeccompParams) ([]bpf.Instruction, error) {
 	}
 	errnos := map[unix.Errno]bool{}
 	for i, r := range seccompRules {
-		if r.unixSocket && p.UnixSockets {
+		lifted := r.unixSocket && p.UnixSockets
+		if lifted && len(r.allowOnly) == 0 {
 			continue
 		}
 		nr, ok := a.nr[r.name]
@@ -185,23 +234,34 @@ func SeccompProgram(p SeccompParams) ([]bpf.Instruction, error) {
 		next := fmt.Sprintf("rule%d", i+1)
 		ret := errnoLabel(r.errno)
 		errnos[r.errno] = true
-		if len(r.anyOf) == 0 && r.bits == 0 {
+		if len(r.anyOf) == 0 && r.bits == 0 && len(r.allowOnly) == 0 {
 			prog.jumpIf(bpf.JumpEqual, nr, ret, "")
 			continue
 		}
 		// A matched number with arguments that do not match is allowed
-		// at once: each call has one rule.
+		// at once (or, with allowOnly, refused unless listed): each call
+		// has one rule. The load takes the argument's low 32 bits.
 		prog.jumpIf(bpf.JumpEqual, nr, "", next)
 		prog.load(seccompDataArgs + 8*uint32(r.arg))
-		for _, v := range r.anyOf {
-			prog.jumpIf(bpf.JumpEqual, v, ret, "")
+		if !lifted {
+			for _, v := range r.anyOf {
+				prog.jumpIf(bpf.JumpEqual, v, ret, "")
+			}
 		}
 		if r.bits != 0 {
 			prog.jumpIf(bpf.JumpBitsSet, r.bits, ret, "")
 		}
-		prog.ret(seccompAllow)
+		if len(r.allowOnly) == 0 {
+			prog.ret(seccompAllow)
+		} else {
+			for _, v := range r.allowOnly {
+				prog.jumpIf(bpf.JumpEqual, v, allow, "")
+			}
+			prog.ret(seccompErrno | uint32(r.othersErrno))
+		}
 		prog.label(next)
 	}
+	prog.label(allow)
 	prog.ret(seccompAllow)
 	prog.label(refuse)
 	prog.label(errnoLabel(0))

@@ -39,8 +39,25 @@ func syscallProbe() {
 	out["socket AF_UNIX"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM, 0))
 	out["socket AF_UNIX, upper half set"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, high|unix.AF_UNIX, unix.SOCK_STREAM, 0))
 	out["socket AF_INET"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0))
+	out["socket AF_INET, upper half set"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, high|unix.AF_INET, unix.SOCK_STREAM, 0))
+	out["socket AF_INET6"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM, 0))
+	out["socket AF_NETLINK"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE))
+	// Without the filter: a vsock socket where the kernel has vsock (no
+	// capability needed), EPERM for AF_PACKET (CAP_NET_RAW).
+	out["socket AF_VSOCK"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0))
+	out["socket AF_VSOCK, upper half set"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, high|unix.AF_VSOCK, unix.SOCK_STREAM, 0))
+	out["socket AF_ALG"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET, 0))
+	out["socket AF_PACKET"] = closeIfOK(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_RAW, 0))
 	var pair [2]int32
-	out["socketpair AF_UNIX"] = errno(unix.RawSyscall6(unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&pair)), 0, 0))
+	closePair := func(_, _ uintptr, e syscall.Errno) int {
+		if e == 0 {
+			unix.Close(int(pair[0]))
+			unix.Close(int(pair[1]))
+		}
+		return int(e)
+	}
+	out["socketpair AF_UNIX"] = closePair(unix.RawSyscall6(unix.SYS_SOCKETPAIR, unix.AF_UNIX, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&pair)), 0, 0))
+	out["socketpair AF_VSOCK"] = closePair(unix.RawSyscall6(unix.SYS_SOCKETPAIR, unix.AF_VSOCK, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&pair)), 0, 0))
 	// fd 0 is /dev/null: without the filter, ENOTTY.
 	out["ioctl TIOCSTI"] = errno(unix.RawSyscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c))))
 	out["ioctl TIOCSTI, upper half set"] = errno(unix.RawSyscall(unix.SYS_IOCTL, 0, high|unix.TIOCSTI, uintptr(unsafe.Pointer(&c))))
@@ -104,7 +121,11 @@ func TestSeccompInBwrap(t *testing.T) {
 				want := map[string]syscall.Errno{
 					"socket AF_UNIX": unix.EPERM, "socket AF_UNIX, upper half set": unix.EPERM,
 					"socket AF_INET": 0, "socketpair AF_UNIX": 0,
-					"ioctl TIOCSTI": unix.EPERM, "ioctl TIOCSTI, upper half set": unix.EPERM, "ioctl TIOCLINUX": unix.EPERM,
+					"socket AF_INET, upper half set": 0, "socket AF_INET6": 0, "socket AF_NETLINK": 0,
+					"socket AF_VSOCK": unix.EAFNOSUPPORT, "socket AF_VSOCK, upper half set": unix.EAFNOSUPPORT,
+					"socket AF_ALG": unix.EAFNOSUPPORT, "socket AF_PACKET": unix.EAFNOSUPPORT,
+					"socketpair AF_VSOCK": unix.EAFNOSUPPORT,
+					"ioctl TIOCSTI":       unix.EPERM, "ioctl TIOCSTI, upper half set": unix.EPERM, "ioctl TIOCLINUX": unix.EPERM,
 					"ioctl TCGETS": unix.ENOTTY,
 					"keyctl":       unix.EPERM, "add_key": unix.EPERM, "request_key": unix.EPERM,
 					"clone CLONE_NEWUSER": unix.EPERM, "clone3": unix.ENOSYS, "unshare CLONE_NEWUSER": unix.EPERM,
@@ -131,8 +152,14 @@ func TestSeccompInBwrap(t *testing.T) {
 				// differently, so the ones above are the filter's doing.
 				plain := probeSyscalls(t, rep.Executable, u, nil)
 				for _, name := range []string{"socket AF_UNIX", "socket AF_UNIX, upper half set", "ioctl TIOCSTI", "ioctl TIOCSTI, upper half set",
-					"keyctl", "clone CLONE_NEWUSER", "clone3", "setns", "io_uring_enter"} {
+					"keyctl", "clone CLONE_NEWUSER", "clone3", "setns", "io_uring_enter", "socket AF_PACKET"} {
 					require.NotEqual(t, want[name], plain[name], "%s: the kernel alone answers %v too", name, plain[name])
+				}
+				if plain["socket AF_VSOCK"] == unix.EAFNOSUPPORT {
+					t.Logf("no vsock in this kernel: socket(AF_VSOCK) fails with EAFNOSUPPORT without the filter too")
+				} else {
+					require.Zero(t, plain["socket AF_VSOCK"], "without the filter a job makes a vsock socket")
+					require.Zero(t, plain["socket AF_VSOCK, upper half set"])
 				}
 			})
 		}

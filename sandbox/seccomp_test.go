@@ -46,6 +46,7 @@ const (
 	retAllow  uint32 = unix.SECCOMP_RET_ALLOW
 	retEPERM  uint32 = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	retENOSYS uint32 = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	retEAFNO  uint32 = unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)
 )
 
 // TestSeccompProgram runs the program of each architecture on the calls
@@ -79,6 +80,21 @@ func TestSeccompProgram(t *testing.T) {
 				{"socket AF_INET", call("socket", unix.AF_INET, unix.SOCK_STREAM), retAllow},
 				{"socket AF_INET6", call("socket", unix.AF_INET6, unix.SOCK_DGRAM), retAllow},
 				{"socket AF_NETLINK", call("socket", unix.AF_NETLINK, unix.SOCK_RAW), retAllow},
+				{"socket AF_INET, upper half set", call("socket", high|unix.AF_INET, unix.SOCK_STREAM), retAllow},
+				{"socket AF_VSOCK", call("socket", unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNO},
+				{"socket AF_VSOCK, upper half set", call("socket", high|unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNO},
+				{"socket AF_VSOCK, upper half AF_INET", call("socket", uint64(unix.AF_INET)<<32|unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNO},
+				{"socket AF_ALG", call("socket", unix.AF_ALG, unix.SOCK_SEQPACKET), retEAFNO},
+				{"socket AF_PACKET", call("socket", unix.AF_PACKET, unix.SOCK_RAW), retEAFNO},
+				{"socket AF_UNSPEC", call("socket", unix.AF_UNSPEC, unix.SOCK_STREAM), retEAFNO},
+				{"socket AF_TIPC", call("socket", unix.AF_TIPC, unix.SOCK_RDM), retEAFNO},
+				{"socket AF_BLUETOOTH", call("socket", unix.AF_BLUETOOTH, unix.SOCK_RAW), retEAFNO},
+				{"socket family -1", call("socket", 0xffff_ffff, unix.SOCK_STREAM), retEAFNO},
+				{"socket AF_MAX", call("socket", unix.AF_MAX, unix.SOCK_STREAM), retEAFNO},
+				{"socketpair AF_UNIX", call("socketpair", unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+				{"socketpair AF_UNIX, upper half set", call("socketpair", high|unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+				{"socketpair AF_TIPC", call("socketpair", unix.AF_TIPC, unix.SOCK_STREAM), retEAFNO},
+				{"socketpair AF_VSOCK", call("socketpair", unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNO},
 				{"ioctl TIOCSTI", call("ioctl", 0, unix.TIOCSTI), retEPERM},
 				{"ioctl TIOCSTI, upper half set (CVE-2019-10063)", call("ioctl", 0, high|unix.TIOCSTI), retEPERM},
 				{"ioctl TIOCLINUX", call("ioctl", 0, unix.TIOCLINUX), retEPERM},
@@ -120,11 +136,17 @@ func TestSeccompProgram(t *testing.T) {
 				{"finit_module", call("finit_module"), retEPERM},
 				{"delete_module", call("delete_module"), retEPERM},
 				// Calls next to the refused ones in the tables stay allowed.
-				{"the number after socket", seccompCall{arch: a.audit, nr: nr("socket") + 1}, retAllow},
+				{"the number before socket", seccompCall{arch: a.audit, nr: nr("socket") - 1, args: [6]uint64{unix.AF_VSOCK}}, retAllow},
+				{"the number after socketpair", seccompCall{arch: a.audit, nr: nr("socketpair") + 1, args: [6]uint64{unix.AF_VSOCK}}, retAllow},
 				{"the number before ioctl", seccompCall{arch: a.audit, nr: nr("ioctl") - 1}, retAllow},
 				{"nr 0", seccompCall{arch: a.audit, nr: 0}, retAllow},
 				// Another ABI: refused whatever the call.
 				{"i386 ABI", seccompCall{arch: unix.AUDIT_ARCH_I386, nr: 3}, retEPERM},
+				// socketcall(SYS_SOCKET, {AF_VSOCK, ...}) and socket(AF_VSOCK)
+				// on i386 (102 and 359, arch/x86/entry/syscalls/syscall_32.tbl).
+				{"i386 socketcall", seccompCall{arch: unix.AUDIT_ARCH_I386, nr: 102, args: [6]uint64{1 /* SYS_SOCKET */}}, retEPERM},
+				{"i386 socket AF_VSOCK", seccompCall{arch: unix.AUDIT_ARCH_I386, nr: 359, args: [6]uint64{unix.AF_VSOCK}}, retEPERM},
+				{"32-bit ARM socket AF_VSOCK", seccompCall{arch: unix.AUDIT_ARCH_ARM, nr: 281, args: [6]uint64{unix.AF_VSOCK}}, retEPERM},
 				{"32-bit ARM ABI", seccompCall{arch: unix.AUDIT_ARCH_ARM, nr: 3}, retEPERM},
 				{"unknown ABI", seccompCall{arch: 0, nr: 0}, retEPERM},
 			} {
@@ -137,13 +159,21 @@ func TestSeccompProgram(t *testing.T) {
 				// the number: read(2) and socket(2) as x32 calls.
 				require.Equal(t, retEPERM, runFilter(t, prog, seccompCall{arch: a.audit, nr: x32SyscallBit}))
 				require.Equal(t, retEPERM, runFilter(t, prog, seccompCall{arch: a.audit, nr: x32SyscallBit | 41, args: [6]uint64{unix.AF_INET}}))
+				require.Equal(t, retEPERM, runFilter(t, prog, seccompCall{arch: a.audit, nr: x32SyscallBit | 41, args: [6]uint64{unix.AF_VSOCK}}))
 			}
 
 			// unix_sockets = true lets socket(AF_UNIX) through and
-			// nothing else.
+			// nothing else: the other families are as without it.
 			open, err := SeccompProgram(SeccompParams{Arch: arch, UnixSockets: true})
 			require.NoError(t, err)
 			require.Equal(t, retAllow, runFilter(t, open, call("socket", unix.AF_UNIX, unix.SOCK_STREAM)))
+			require.Equal(t, retAllow, runFilter(t, open, call("socket", high|unix.AF_UNIX, unix.SOCK_STREAM)))
+			require.Equal(t, retAllow, runFilter(t, open, call("socket", unix.AF_INET6, unix.SOCK_STREAM)))
+			require.Equal(t, retAllow, runFilter(t, open, call("socket", unix.AF_NETLINK, unix.SOCK_RAW)))
+			require.Equal(t, retAllow, runFilter(t, open, call("socketpair", unix.AF_UNIX, unix.SOCK_STREAM)))
+			require.Equal(t, retEAFNO, runFilter(t, open, call("socket", unix.AF_VSOCK, unix.SOCK_STREAM)))
+			require.Equal(t, retEAFNO, runFilter(t, open, call("socket", unix.AF_PACKET, unix.SOCK_RAW)))
+			require.Equal(t, retEAFNO, runFilter(t, open, call("socketpair", unix.AF_TIPC, unix.SOCK_STREAM)))
 			require.Equal(t, retEPERM, runFilter(t, open, call("keyctl")))
 			require.Equal(t, retEPERM, runFilter(t, open, call("ioctl", 0, unix.TIOCSTI)))
 		})
@@ -160,7 +190,7 @@ func TestSeccompTable(t *testing.T) {
 		unavailable(t, "no seccomp table for %s", runtime.GOARCH)
 	}
 	want := map[string]uint32{
-		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "clone": unix.SYS_CLONE, "syslog": unix.SYS_SYSLOG,
+		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR, "clone": unix.SYS_CLONE, "syslog": unix.SYS_SYSLOG,
 		"pivot_root": unix.SYS_PIVOT_ROOT, "mount": unix.SYS_MOUNT, "umount2": unix.SYS_UMOUNT2,
 		"init_module": unix.SYS_INIT_MODULE, "delete_module": unix.SYS_DELETE_MODULE, "kexec_load": unix.SYS_KEXEC_LOAD,
 		"add_key": unix.SYS_ADD_KEY, "request_key": unix.SYS_REQUEST_KEY, "keyctl": unix.SYS_KEYCTL,
