@@ -369,6 +369,76 @@ func TestE2ELayersKeyrings(t *testing.T) {
 	})
 }
 
+// familyScript makes a socket of each address family and prints
+// "<name> <errno>" (0: made). A vsock socket it makes tries the
+// hypervisor (CID 2), as an escaping job would.
+const familyScript = `
+import socket
+for name, family, kind in (("vsock", 40, socket.SOCK_STREAM), ("alg", 38, socket.SOCK_SEQPACKET),
+                           ("packet", 17, socket.SOCK_RAW), ("inet", 2, socket.SOCK_STREAM),
+                           ("inet6", 10, socket.SOCK_DGRAM), ("netlink", 16, socket.SOCK_RAW)):
+    try:
+        s = socket.socket(family, kind, 0)
+    except OSError as e:
+        print(name, e.errno)
+        continue
+    if name == "vsock":
+        s.settimeout(1)
+        try:
+            s.connect((2, 9999))
+        except OSError:
+            pass
+    s.close()
+    print(name, 0)
+`
+
+// TestE2ELayersSocketFamilies: a job makes a socket of a family the
+// network namespace does not isolate (AF_VSOCK reaches the hypervisor
+// and a host's virtual machines) or that only widens the kernel's attack
+// surface (AF_ALG, AF_PACKET): each fails with EAFNOSUPPORT, with the
+// network isolated and shared alike, while AF_INET, AF_INET6 and
+// AF_NETLINK work. The same script run unconfined makes its vsock socket
+// where the kernel has vsock: the check can fail.
+func TestE2ELayersSocketFamilies(t *testing.T) {
+	t.Parallel()
+	python := requirePython(t)
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		b.SetPolicy("max_mode = \"danger_full_access\"\nallow_network = true\n")
+		run := func(keys string) map[string]int {
+			job := b.WriteJob("families.toml", keys+fmt.Sprintf("\ncommand = %s\n", tomlArray(python, "-c", familyScript)))
+			out, errOut, code := b.Run("run", job)
+			require.Equal(t, 0, code, out+errOut)
+			got := map[string]int{}
+			for line := range strings.Lines(out) {
+				name, e, ok := strings.Cut(strings.TrimSpace(line), " ")
+				if !ok {
+					continue
+				}
+				n, err := strconv.Atoi(e)
+				require.NoError(t, err, out)
+				got[name] = n
+			}
+			require.Len(t, got, 6, out)
+			return got
+		}
+		plain := run(`mode = "danger_full_access"`)
+		if plain["vsock"] == int(unix.EAFNOSUPPORT) {
+			t.Logf("no vsock in this kernel: socket(AF_VSOCK) fails unconfined too")
+		} else {
+			require.Zero(t, plain["vsock"], "an unconfined job makes a vsock socket")
+		}
+		for _, network := range []bool{false, true} {
+			got := run(fmt.Sprintf("mode = \"read_only\"\nnetwork = %v", network))
+			for _, name := range []string{"vsock", "alg", "packet"} {
+				require.Equal(t, int(unix.EAFNOSUPPORT), got[name], "network = %v: socket(%s)", network, name)
+			}
+			require.Zero(t, got["inet"], "network = %v", network)
+			require.Zero(t, got["netlink"], "network = %v", network)
+			require.Equal(t, plain["inet6"], got["inet6"], "network = %v: socket(AF_INET6) as unconfined", network)
+		}
+	})
+}
+
 var (
 	goCacheOnce sync.Once
 	goCacheDir  string
