@@ -162,9 +162,33 @@
 // init_module, finit_module, delete_module. clone3 fails with ENOSYS:
 // seccomp cannot read its flags (they are in memory), and libc then
 // falls back to clone(2), which is checked (Flatpak's choice,
-// CVE-2021-41133). Arguments are compared on their low 32 bits only: the
-// kernel reads an int argument from the low half of the register, so a
-// 64-bit comparison is bypassed by setting the high half (CVE-2019-10063,
+// CVE-2021-41133). socket(2) and socketpair(2) take four address
+// families, whatever the policy's Network, and fail with EAFNOSUPPORT
+// (the kernel's answer for a family it lacks) for every other one:
+//
+//   - AF_UNIX: socketpair(2), pipes between a job's own processes; and
+//     socket(2) under UnixSockets (the EPERM rule above is checked
+//     first, unchanged);
+//   - AF_INET, AF_INET6: TCP and UDP; without Network the job has its own
+//     network namespace (--unshare-net) with only a loopback;
+//   - AF_NETLINK: the network namespace's own interfaces and routes,
+//     which getaddrinfo(3) (AI_ADDRCONFIG), ip(8) and language runtimes
+//     read; isolated with the namespace.
+//
+// Refused so: AF_VSOCK, which a network namespace does not isolate (the
+// hypervisor, CID 2, and a host's virtual machines), and the families
+// that only widen the kernel a job reaches (AF_PACKET, AF_ALG, AF_KEY,
+// AF_TIPC, AF_RDS, AF_CAN, AF_BLUETOOTH, AF_XDP, ...); socketpair(2) is
+// checked too, since it creates sockets of its family (AF_TIPC has
+// pairs). The list is Flatpak's (socket_family_allowlist in
+// setup_seccomp) less AF_UNSPEC, which names no family (the kernel
+// answers EAFNOSUPPORT too, after asking for a module net-pf-0), and
+// less AF_CAN and AF_BLUETOOTH, which Flatpak lets through on request
+// and a job cannot ask for.
+//
+// Arguments are compared on their low 32 bits only: the kernel reads an
+// int argument from the low half of the register, so a 64-bit
+// comparison is bypassed by setting the high half (CVE-2019-10063,
 // Flatpak's TIOCSTI filter). Every call of another ABI than the native
 // one is refused: the i386 ABI on x86-64 (int 0x80, where socketcall(2)
 // would make a socket the native rule never sees), x32

@@ -29,6 +29,9 @@ type PolicyParams struct {
 	// Network true shares the host network (what jobs get by default);
 	// false adds --unshare-net. The zero value (false) isolates. false is
 	// refused for danger_full_access, which cannot isolate anything.
+	// Either way a confined command makes sockets of AF_UNIX, AF_INET,
+	// AF_INET6 and AF_NETLINK only (the seccomp layer): AF_VSOCK, which
+	// no network namespace isolates, fails with EAFNOSUPPORT.
 	Network bool
 	// UnixSockets true lets the command create Unix sockets
 	// (socket(AF_UNIX, ...)): the seccomp layer then lets the call

@@ -101,16 +101,9 @@ type socketFamily struct {
 
 // socketFamilies are the only address families socket(2) and
 // socketpair(2) accept in a confined job, whatever its network key;
-// every other family fails with EAFNOSUPPORT, the kernel's own answer
-// for a family it does not have. The list is Flatpak's
-// (common/flatpak-run.c, setup_seccomp, socket_family_allowlist) less
-// AF_UNSPEC (no family 0 exists: the kernel answers EAFNOSUPPORT anyway,
-// after asking for a module net-pf-0) and less the families Flatpak lets
-// through on request only (AF_CAN, AF_BLUETOOTH), which a job cannot ask
-// for. The families refused this way are the ones a network namespace
-// does not isolate (AF_VSOCK reaches the hypervisor and, on a host of
-// virtual machines, its guests) and a large kernel attack surface
-// (AF_ALG, AF_RDS, AF_TIPC, AF_KEY, AF_PACKET, AF_CAN, AF_BLUETOOTH, ...).
+// every other family fails with EAFNOSUPPORT. The package documentation
+// says why each is here and how the list differs from Flatpak's
+// (common/flatpak-run.c, setup_seccomp, socket_family_allowlist).
 var socketFamilies = []socketFamily{
 	{unix.AF_UNIX, "AF_UNIX", "socketpair(2) and, with unix_sockets, socket(2); the AF_UNIX rule refuses socket(2) (EPERM) otherwise"},
 	{unix.AF_INET, "AF_INET", "IPv4; the network namespace isolates it when network is false (a job then has only its own loopback)"},

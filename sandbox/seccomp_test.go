@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -151,6 +152,19 @@ func TestSeccompProgram(t *testing.T) {
 				{"unknown ABI", seccompCall{arch: 0, nr: 0}, retEPERM},
 			} {
 				require.Equal(t, tc.want, runFilter(t, prog, tc.call), "%s: %s", arch, tc.name)
+			}
+			// Every family of the allow-list but AF_UNIX makes a socket;
+			// every family up to AF_MAX outside it is refused.
+			for f := uint32(0); f <= unix.AF_MAX; f++ {
+				want := retEAFNO
+				if i := slices.IndexFunc(socketFamilies, func(s socketFamily) bool { return s.family == f }); i >= 0 {
+					want = retAllow
+					require.Equal(t, retAllow, runFilter(t, prog, call("socketpair", uint64(f), unix.SOCK_STREAM)), "socketpair(%s)", socketFamilies[i].name)
+					if f == unix.AF_UNIX {
+						continue
+					}
+				}
+				require.Equal(t, want, runFilter(t, prog, call("socket", uint64(f), unix.SOCK_STREAM)), "%s: socket(%d)", arch, f)
 			}
 			other := map[string]uint32{"amd64": unix.AUDIT_ARCH_AARCH64, "arm64": unix.AUDIT_ARCH_X86_64}[arch]
 			require.Equal(t, retEPERM, runFilter(t, prog, seccompCall{arch: other, nr: 0}), "the other 64-bit ABI")
