@@ -591,3 +591,31 @@ func TestE2EConfineDangerAndSystemDirs(t *testing.T) {
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, `writable root "/var" is the system directory /var; use a directory below it`)
 }
+
+// TestE2ECancelRetryNamesTogether: cancel of a job and its dependent
+// succeeds though canceling the first fails the second; a job named
+// twice is retried once; under --json an unknown name is a job_error,
+// the exit's exit_error last.
+func TestE2ECancelRetryNamesTogether(t *testing.T) {
+	t.Parallel()
+	b := setupE2E(t, "")
+	ids := b.Submit(b.WriteJob("dep.toml", "[[job]]\nname = \"first\"\ncommand = [\"true\"]\n[[job]]\nname = \"second\"\ncommand = [\"true\"]\nafter = [\"first\"]\n"))
+	out, errOut, code := b.Run("cancel", "first", "second")
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, ids[0]+"\tfirst\tcanceled")
+	require.Contains(t, out, ids[1]+"\tsecond\tfailed")
+	require.Empty(t, errOut)
+
+	out, errOut, code = b.Run("retry", "first", ids[0])
+	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, 1, strings.Count(out, ids[0]), out)
+	require.Empty(t, errOut)
+
+	_, errOut, code = b.Run("--json", "retry", "nosuch")
+	require.Equal(t, 2, code, errOut)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	require.Len(t, lines, 2, errOut)
+	require.Contains(t, lines[0], `"message_type":"job_error"`)
+	require.Contains(t, lines[0], `"ref":"nosuch"`)
+	require.Contains(t, lines[1], `"message_type":"exit_error"`)
+}

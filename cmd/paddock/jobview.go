@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -202,30 +203,52 @@ func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs
 		return err
 	}
 	defer a.Close()
+	// jobError says what went wrong with one ref; under --json a
+	// job_error object, the exit's own exit_error coming last.
+	jobError := func(ref string, err error) {
+		err = fmt.Errorf("%s %s: %w", verb, ref, err)
+		if gopts.JSON {
+			writeJSON(termSafeWriter{cmd.ErrOrStderr()}, map[string]any{"message_type": "job_error", "ref": ref, "message": err.Error()})
+			return
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "paddock: %s\n", termSafe(err.Error()))
+	}
 	// Every job is looked up first: an unknown one is bad input (exit 2),
-	// and bad input changes nothing, not the jobs named before it.
-	ids := make([]string, len(refs))
+	// and bad input changes nothing, not the jobs named before it. A job
+	// named twice (by id and by name, say) is done once.
+	var ids, names []string
+	var before []queue.JobState
 	unknown := false
-	for i, r := range refs {
+	for _, r := range refs {
 		j, err := a.store.JobGet(ctx, r)
 		if errors.Is(err, queue.ErrNotFound) {
-			printError(gopts, fmt.Errorf("%s %s: %w", verb, r, err))
+			jobError(r, err)
 			unknown = true
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		ids[i] = j.ID
+		if !slices.Contains(ids, j.ID) {
+			ids, names, before = append(ids, j.ID), append(names, r), append(before, j.State)
+		}
 	}
 	if unknown {
 		return &exitCodeError{code: exitUsage, err: fmt.Errorf("nothing was done: %s names a job that does not exist", verb)}
 	}
 	code := exitOK
-	for i, r := range refs {
-		j, err := op(a, ids[i])
+	for i, id := range ids {
+		j, err := op(a, id)
+		if errors.Is(err, queue.ErrWrongState) && verb == "cancel" && !before[i].Finished() {
+			// Ended since it was looked up: canceling a job named
+			// before it failed this one, its dependent. Done, unless it
+			// succeeded meanwhile.
+			if now, gerr := a.store.JobGet(ctx, id); gerr == nil && now.State.Finished() && now.State != queue.StateSucceeded {
+				j, err = now, nil
+			}
+		}
 		if err != nil {
-			printError(gopts, fmt.Errorf("%s %s: %w", verb, r, err))
+			jobError(names[i], err)
 			if errors.Is(err, queue.ErrNotFound) {
 				code = exitUsage
 			} else if code == exitOK {
