@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -46,6 +47,9 @@ func loadConfig(cmd *cobra.Command, gopts *GlobalOptions) (runner.Config, string
 		stateDir = cfg.StateDir
 	}
 	if stateDir == "" {
+		if cmd.Flags().Changed("state-dir") {
+			return cfg, "", usagef("--state-dir is empty: give a directory")
+		}
 		return cfg, "", usagef("no state directory: set --state-dir or $PADDOCK_STATE_DIR")
 	}
 	abs, err := filepath.Abs(stateDir)
@@ -79,7 +83,11 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	}
 	if existing && cfg.Store == "" {
 		db := runner.StateDir{Root: stateDir}.Database()
-		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(db)
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, usagef("no queue at %s: it is not a directory; check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)
 		}
 	}

@@ -164,6 +164,11 @@ func runLogs(ctx context.Context, cmd *cobra.Command, opts LogsOptions, gopts *G
 					return usagef("job %s has no attempt %d", j.ID, opts.Attempt)
 				}
 				if !opts.Follow {
+					if j.State.Finished() {
+						// Ended without an attempt (canceled before it
+						// started, failed with a dependency): it never will.
+						return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s never ran: it is %s (%s)", j.ID, j.State, j.Reason)}
+					}
 					return &exitCodeError{code: exitFailure, err: fmt.Errorf("job %s has not run yet (state %s)", j.ID, j.State)}
 				}
 			}

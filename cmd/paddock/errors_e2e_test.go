@@ -558,6 +558,15 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 		require.Contains(t, errOut, "paddock: no queue at "+typo+": "+filepath.Join(typo, "paddock.db")+" does not exist", args)
 		require.NoDirExists(t, typo, "%v created the state directory", args)
 	}
+	// A file given as the state directory, or an empty one, is said as
+	// such.
+	_, errOut, code := b.Run("--state-dir", b.WriteJob("x.toml", ""), "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "x.toml: it is not a directory")
+	_, errOut, code = b.Run("--state-dir", "", "ls")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "paddock: --state-dir is empty")
+
 	b.Submit(b.WriteJob("one.toml", "[[job]]\nname = \"one\"\ncommand = [\"true\"]\n"))
 	out, errOut, code := b.Run("ls")
 	require.Equal(t, 0, code, errOut)
@@ -605,6 +614,10 @@ func TestE2ECancelRetryNamesTogether(t *testing.T) {
 	require.Contains(t, out, ids[0]+"\tfirst\tcanceled")
 	require.Contains(t, out, ids[1]+"\tsecond\tfailed")
 	require.Empty(t, errOut)
+	// Its logs say it never will run, not that it has not yet.
+	_, errOut, code = b.Run("logs", "second")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "paddock: job "+ids[1]+" never ran: it is failed (dependency")
 
 	out, errOut, code = b.Run("retry", "first", ids[0])
 	require.Equal(t, 0, code, out+errOut)
