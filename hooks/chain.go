@@ -429,7 +429,7 @@ func (h *hook) decide(ctx context.Context, job Job, sb SandboxInfo) (d Decision,
 	req, err := json.Marshal(wireRequest{
 		Version: WireVersion,
 		Hook:    wireRequestHook{Name: h.cfg.Name, Settings: h.settings},
-		Job:     job.wire(),
+		Job:     job.Wire(),
 		Sandbox: sb,
 	})
 	if err != nil {

@@ -74,9 +74,10 @@ func (j Job) Clone() Job {
 	return j
 }
 
-// wire returns j with nil collections replaced by empty ones, so requests
-// always carry [] and {} rather than null.
-func (j Job) wire() Job {
+// Wire returns j with nil collections replaced by empty ones, as a
+// request carries it: [] and {}, never null (the hook contract,
+// examples/hooks/README.md). For printing a job as hooks see it.
+func (j Job) Wire() Job {
 	if j.Argv == nil {
 		j.Argv = []string{}
 	}

@@ -116,7 +116,7 @@ func TestApplyAdjustment(t *testing.T) {
 // protect and hide lists, as [] rather than null when empty.
 func TestSandboxAndJobOnTheWire(t *testing.T) {
 	t.Parallel()
-	b, err := json.Marshal(wireRequest{Job: Job{}.wire(), Sandbox: SandboxInfo{Network: true}.wire()})
+	b, err := json.Marshal(wireRequest{Job: Job{}.Wire(), Sandbox: SandboxInfo{Network: true}.wire()})
 	require.NoError(t, err)
 	s := string(b)
 	require.Contains(t, s, `"sandbox":{"grade":"","executable":"","argv":[],"network":true,"hidden":[],"protected":[]}`)

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"paddock/cmd/internal/compose"
+	"paddock/internal/suggest"
+	"paddock/jobspec"
 	"paddock/runner"
 	"paddock/sandbox"
 )
@@ -153,7 +155,7 @@ func runConfine(ctx context.Context, opts ConfineOptions, gopts *GlobalOptions, 
 	}
 	mode, err := sandbox.ParseMode(opts.Mode)
 	if err != nil {
-		return usagef("--mode: %w", err)
+		return usagef("--mode: %w%s", err, suggest.DidYouMean(opts.Mode, jobspec.Modes()))
 	}
 	params := sandbox.PolicyParams{
 		Mode:        mode,

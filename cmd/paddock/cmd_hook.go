@@ -176,10 +176,8 @@ func runHookTest(ctx context.Context, opts HookTestOptions, gopts *GlobalOptions
 		Stderr: e.Stderr, DurationUS: e.DurationUS,
 	}
 	if e.Decision == hooks.DecisionAdjust && e.Error == "" {
-		msg.Job = &res.Job
-		if msg.Job.Writable == nil {
-			msg.Job.Writable = []string{}
-		}
+		job := res.Job.Wire()
+		msg.Job = &job
 	}
 	if err := writeJSON(stdout, msg); err != nil {
 		return err

@@ -156,3 +156,18 @@ func TestHookTestExitCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, entries, "compilation cache under <state-dir>/cache/wazero")
 }
+
+// An adjusted job is printed as hooks see it: empty collections are []
+// and {}, never null (examples/hooks/README.md).
+func TestHookTestAdjustedJobHasNoNulls(t *testing.T) {
+	t.Parallel()
+	msg, err := hookTest(t, HookTestOptions{}, "", exampleWasm(t, "tighten"), "git", "log")
+	require.NoError(t, err)
+	require.Equal(t, "adjust", msg["decision"])
+	job, ok := msg["job"].(map[string]any)
+	require.True(t, ok, "%v", msg)
+	for _, k := range []string{"argv", "env", "writable", "protect", "hide", "labels"} {
+		require.Contains(t, job, k)
+		require.NotNil(t, job[k], "%s is null", k)
+	}
+}
