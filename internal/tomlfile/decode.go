@@ -57,11 +57,17 @@ func (e *Error) Unwrap() error { return e.Err }
 // words of the caller's reference; the decoder's own words otherwise); a
 // value a TextUnmarshaler refused, with the key's line and its error.
 //
+// Text nesting deeper than [MaxDepth] is refused before the decoder
+// sees it ([CheckDepth]'s *Error, Syntax).
+//
 // A v other than *map[string]any is decoded twice, first into a map: the
 // decoder's parse errors and its errors on values look alike, so the
 // first pass tells them apart.
 func Decode(data []byte, v any, want map[string]string) (toml.MetaData, error) {
 	data = TrimBOM(data)
+	if err := CheckDepth(data); err != nil {
+		return toml.MetaData{}, err
+	}
 	text := string(data)
 	raw, isMap := v.(*map[string]any)
 	// Into an any, the decoder hands over the map it parsed; into a map

@@ -1,0 +1,310 @@
+package tomlfile
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxDepth is the deepest nesting [Decode] lets through to the decoder,
+// in levels: each part of a table header's key ("[a.b]" is 2), each part
+// of a key ("a.b = 1" adds 2 to its table's), each array and each inline
+// table holding the value ("x = [[1]]" is 3 levels, "x = {y = 1}" is 3).
+//
+// The decoder (github.com/BurntSushi/toml) recurses once per array or
+// inline table, and Go cannot recover from a stack overflow: a job file
+// of five million "[" (5 MB, well under jobspec.MaxFileBytes) would
+// kill a worker, and again at every start while the file waits in the
+// inbox. It also spells out every prefix of a key path as a string, so
+// memory grows with the square of a key's depth: a million-part dotted
+// key takes gigabytes. 256 levels is far more than any hand-written or
+// generated configuration uses (job files need 4), and keeps the
+// decoder's recursion under a megabyte of stack and a key's prefixes
+// under a few hundred kilobytes.
+const MaxDepth = 256
+
+// CheckDepth scans data (TOML text, any byte-order mark already dropped)
+// for nesting deeper than [MaxDepth] levels and returns an *Error
+// (Syntax) with the line where the limit is passed and the key assigned
+// on that line, if any; nil when the nesting is within the limit. It
+// reads strings (basic, literal, multi-line; escapes) and comments as
+// the decoder does, so brackets inside them never count. It only counts:
+// text that is not TOML is left to the decoder. It runs in one pass, in
+// time linear in len(data) and memory bounded by MaxDepth, without
+// recursion; it never panics. Safe for concurrent use.
+func CheckDepth(data []byte) error {
+	line, n := scanDepth(data, MaxDepth)
+	if line == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("nesting deeper than %d levels (table and key parts, arrays, inline tables)", n)
+	key := KeyOnLine(data, line)
+	if len(key) > maxKeyShown { // a key of a million parts, say
+		key = strings.ToValidUTF8(key[:maxKeyShown], "") + "..."
+	}
+	return &Error{Line: line, Key: key, Msg: msg, Syntax: true}
+}
+
+// maxKeyShown bounds the bytes of a key [CheckDepth] puts in its error.
+const maxKeyShown = 64
+
+// What the scan expects next.
+const (
+	depthKey   = iota // a key, a header (at the top), or "}" closing an inline table
+	depthValue        // a value, or "]" closing an array
+	depthAfter        // after a value: ",", "]", "}", a comment or (at the top) a newline
+)
+
+// depthFrame is an open array ('[') or inline table ('{') and the depth
+// of the value it is.
+type depthFrame struct {
+	kind  byte
+	outer int
+}
+
+// scanDepth returns the 1-based line where data's nesting passes limit
+// levels and limit; line 0 when it never does. See [CheckDepth].
+func scanDepth(data []byte, limit int) (line, _ int) {
+	line = 1
+	var (
+		frames = make([]depthFrame, 0, 16) // never deeper than limit
+		table  = 0                         // levels of the current table header
+		depth  = 0                         // levels of the value being read
+		state  = depthKey
+	)
+	// The open frame's kind; 0 at the top level.
+	top := func() byte {
+		if len(frames) == 0 {
+			return 0
+		}
+		return frames[len(frames)-1].kind
+	}
+	// open pushes an array or inline table; false when it is too deep.
+	open := func(kind byte) bool {
+		if depth+1 > limit {
+			return false
+		}
+		frames = append(frames, depthFrame{kind, depth})
+		depth++
+		return true
+	}
+	closeFrame := func() {
+		depth = frames[len(frames)-1].outer
+		frames = frames[:len(frames)-1]
+		state = depthAfter
+	}
+	i := 0
+	for i < len(data) {
+		c := data[i]
+		switch {
+		case c == '\n':
+			line++
+			i++
+			if len(frames) == 0 { // a newline ends a top-level key/value
+				state, depth = depthKey, table
+			}
+			continue
+		case c == ' ' || c == '\t' || c == '\r':
+			i++
+			continue
+		case c == '#':
+			i = skipComment(data, i)
+			continue
+		}
+		switch state {
+		case depthKey:
+			if c == '}' && top() == '{' {
+				closeFrame()
+				i++
+				continue
+			}
+			if c == '[' && len(frames) == 0 { // a table header
+				i++
+				if i < len(data) && data[i] == '[' {
+					i++
+				}
+				var parts int
+				i, parts, line = skipKey(data, i, line, limit)
+				if parts > limit {
+					return line, limit
+				}
+				table, depth = parts, parts
+				state = depthAfter // "]", a comment, the newline
+				continue
+			}
+			var parts int
+			i, parts, line = skipKey(data, i, line, limit-depth)
+			if depth+parts > limit {
+				return line, limit
+			}
+			depth += parts
+			if i < len(data) && data[i] == '=' {
+				i++
+			}
+			state = depthValue
+		case depthValue:
+			switch c {
+			case '[':
+				if !open('[') {
+					return line, limit
+				}
+				i++
+			case '{':
+				if !open('{') {
+					return line, limit
+				}
+				state = depthKey
+				i++
+			case ']', '}':
+				if top() == c-2 { // '[' is ']'-2, '{' is '}'-2
+					closeFrame()
+				} else {
+					state = depthAfter
+				}
+				i++
+			case ',': // an empty value: not TOML; the decoder says so
+				state = depthAfter
+			case '"', '\'':
+				i, line = skipString(data, i, line)
+				state = depthAfter
+			default:
+				i = skipScalar(data, i)
+				state = depthAfter
+			}
+		case depthAfter:
+			switch c {
+			case ',':
+				i++
+				switch top() {
+				case '[':
+					depth, state = frames[len(frames)-1].outer+1, depthValue
+				case '{':
+					depth, state = frames[len(frames)-1].outer+1, depthKey
+				}
+			case ']', '}':
+				if top() == c-2 {
+					closeFrame()
+				}
+				i++
+			case '[', '{':
+				// Not TOML after a value: counted anyway, never fewer
+				// levels than the decoder could reach.
+				if !open(c) {
+					return line, limit
+				}
+				if c == '{' {
+					state = depthKey
+				} else {
+					state = depthValue
+				}
+				i++
+			case '"', '\'':
+				i, line = skipString(data, i, line)
+			default: // the rest of a date-time ("1979-05-27 07:32:00")
+				i = skipScalar(data, i)
+			}
+		}
+	}
+	return 0, limit
+}
+
+// skipComment returns the index of the newline ending the comment at i
+// (len(data) when none).
+func skipComment(data []byte, i int) int {
+	for i < len(data) && data[i] != '\n' {
+		i++
+	}
+	return i
+}
+
+// skipScalar returns the index after a bare value (number, boolean,
+// date-time) starting at i: at the next byte that ends one.
+func skipScalar(data []byte, i int) int {
+	i++
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n', ',', '[', ']', '{', '}', '#', '"', '\'', '=':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at i (a quote)
+// and the line it ends on. A basic string (in double quotes, one or
+// three) takes backslash escapes; a literal one (single quotes) none; a one-line
+// string ends at a newline too (not TOML: the decoder says so). A
+// multi-line string ends at the last three quotes of a run of three to
+// five ("""a""""" holds a"").
+func skipString(data []byte, i, line int) (int, int) {
+	q := data[i]
+	multi := i+2 < len(data) && data[i+1] == q && data[i+2] == q
+	if multi {
+		i += 3
+	} else {
+		i++
+	}
+	for i < len(data) {
+		c := data[i]
+		switch {
+		case c == '\\' && q == '"':
+			if i+1 < len(data) && data[i+1] == '\n' {
+				line++
+			}
+			i += 2
+			continue
+		case c == '\n':
+			if !multi {
+				return i, line // the newline is the caller's
+			}
+			line++
+		case c == q:
+			if !multi {
+				return i + 1, line
+			}
+			run := 1
+			for i+run < len(data) && data[i+run] == q && run < 5 {
+				run++
+			}
+			if run >= 3 {
+				return i + run, line
+			}
+			i += run
+			continue
+		}
+		i++
+	}
+	return i, line
+}
+
+// skipKey returns the index after the dotted key starting at i (at its
+// "=" or closing "]", or where the key breaks off), its number of parts
+// and the line it ends on. It stops counting past max parts.
+func skipKey(data []byte, i, line, max int) (_, parts, _ int) {
+	inPart := false
+	for i < len(data) {
+		switch c := data[i]; c {
+		case ' ', '\t', '\r':
+			i++
+		case '.':
+			inPart = false
+			i++
+		case '"', '\'':
+			parts++
+			inPart = true
+			i, line = skipString(data, i, line)
+		case '=', ']', '\n', '#', '[', '{', '}', ',':
+			return i, parts, line
+		default:
+			if !inPart {
+				parts++
+				inPart = true
+			}
+			i++
+		}
+		if parts > max {
+			return i, parts, line
+		}
+	}
+	return i, parts, line
+}
