@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -181,6 +182,42 @@ func TestInbox(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res, 1)
 		require.NoError(t, res[0].Err)
+	})
+
+	// A file nested past the decoder's depth (which would overflow its
+	// stack: fatal) is rejected like any bad file, whether dropped or
+	// left in processing/ by a crash; the scan goes on with the others.
+	t.Run("DeepNesting", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		inbox := b.in.Dir()
+		deep := "command = \"true\"\nx = " + strings.Repeat("[", 5_000_000) + "\n"
+		write(t, filepath.Join(inbox, "deep.toml"), deep)
+		write(t, filepath.Join(inbox, ".processing", "left.toml"), deep)
+		write(t, filepath.Join(inbox, "ok.toml"), "name = \"ok\"\ncommand = \"true\"\n")
+		res, err := b.in.Scan(b.ctx) // recovery first; the drops settle
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Second)
+		more, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		res = append(res, more...)
+		require.Len(t, res, 3)
+		rejected := 0
+		for _, r := range res {
+			if r.File == "ok.toml" {
+				require.NoError(t, r.Err)
+				continue
+			}
+			rejected++
+			require.ErrorIs(t, r.Err, jobspec.ErrInvalid, r.File)
+			require.Equal(t, filepath.Join(inbox, "rejected", r.File), r.Path)
+			require.FileExists(t, r.Path)
+			msg, err := os.ReadFile(r.Path + ".error")
+			require.NoError(t, err)
+			require.Contains(t, string(msg), r.File+":2: x: nesting deeper than 256 levels")
+		}
+		require.Equal(t, 2, rejected)
+		require.NoFileExists(t, filepath.Join(inbox, ".processing", "left.toml"))
 	})
 
 	t.Run("CrashRecovery", func(t *testing.T) {
