@@ -231,11 +231,7 @@ func skipScalar(data []byte, i int) int {
 }
 
 // skipString returns the index after the string starting at i (a quote)
-// and the line it ends on. A basic string (in double quotes, one or
-// three) takes backslash escapes; a literal one (single quotes) none; a one-line
-// string ends at a newline too (not TOML: the decoder says so). A
-// multi-line string ends at the last three quotes of a run of three to
-// five ("""a""""" holds a"").
+// and the line it ends on; see [stringBody].
 func skipString(data []byte, i, line int) (int, int) {
 	q := data[i]
 	multi := i+2 < len(data) && data[i+1] == q && data[i+2] == q
@@ -244,6 +240,20 @@ func skipString(data []byte, i, line int) (int, int) {
 	} else {
 		i++
 	}
+	end, line, _ := stringBody(data, i, line, q, multi)
+	return end, line
+}
+
+// stringBody reads the body of a string opened by quote q (three of them
+// when multi) from i, up to its end, and returns the index after its
+// closing quotes, the line it ends on (line, plus the newlines read)
+// and whether it closed. A basic string (q '"') takes backslash escapes;
+// a literal one (in single quotes) none; a one-line string ends unclosed at a
+// newline (not TOML: the decoder says so), which it leaves unread. A
+// multi-line string ends at the last three quotes of a run of three to
+// five ("""a""""" holds a""). The one reading of TOML strings (TOML
+// 1.0.0, String) for the depth scan and [Locate].
+func stringBody[T string | []byte](data T, i, line int, q byte, multi bool) (end, _ int, closed bool) {
 	for i < len(data) {
 		c := data[i]
 		switch {
@@ -255,26 +265,26 @@ func skipString(data []byte, i, line int) (int, int) {
 			continue
 		case c == '\n':
 			if !multi {
-				return i, line // the newline is the caller's
+				return i, line, false
 			}
 			line++
 		case c == q:
 			if !multi {
-				return i + 1, line
+				return i + 1, line, true
 			}
 			run := 1
 			for i+run < len(data) && data[i+run] == q && run < 5 {
 				run++
 			}
 			if run >= 3 {
-				return i + run, line
+				return i + run, line, true
 			}
 			i += run
 			continue
 		}
 		i++
 	}
-	return i, line
+	return len(data), line, false
 }
 
 // skipKey returns the index after the dotted key starting at i (at its

@@ -24,7 +24,7 @@ func Locate(data []byte, keys bool) Lines {
 	kl := Lines{}
 	arrays := map[string]int{} // [[name]] -> index of its current table
 	section := ""
-	inML := ""
+	var inML byte // the quote of the multi-line string a line ends in
 	depth := 0
 	line := 0
 	for rest := string(data); len(rest) > 0 || line == 0; {
@@ -35,16 +35,16 @@ func Locate(data []byte, keys bool) Lines {
 			s, rest = rest, ""
 		}
 		line++
-		if inML != "" {
-			i := strings.Index(s, inML)
-			if i < 0 {
+		if inML != 0 {
+			end, _, closed := stringBody(s, 0, 0, inML, true)
+			if !closed {
 				if rest == "" {
 					break
 				}
 				continue
 			}
-			s = s[i+3:]
-			inML = ""
+			s = s[end:]
+			inML = 0
 		} else if depth == 0 {
 			t := strings.TrimSpace(s)
 			switch {
@@ -218,13 +218,14 @@ func isBareKeyChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
-// scanValue walks a value fragment and returns whether it ends inside a
-// multi-line string (and which delimiter) and the bracket depth after it.
-func scanValue(s string, depth int) (inML string, _ int) {
+// scanValue walks a value fragment and returns the quote of the
+// multi-line string it ends inside (0 when none) and the bracket depth
+// after it.
+func scanValue(s string, depth int) (inML byte, _ int) {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '#':
-			return "", depth
+			return 0, depth
 		case '[', '{':
 			depth++
 		case ']', '}':
@@ -232,27 +233,17 @@ func scanValue(s string, depth int) (inML string, _ int) {
 				depth--
 			}
 		case '"', '\'':
-			q := string([]byte{c, c, c})
-			if strings.HasPrefix(s[i:], q) {
-				end := strings.Index(s[i+3:], q)
-				if end < 0 {
-					return q, depth
-				}
-				i += 3 + end + 2
-				for i+1 < len(s) && s[i+1] == c { // up to two extra quotes end the string
-					i++
-				}
-				continue
+			multi := strings.HasPrefix(s[i:], string([]byte{c, c, c}))
+			open := 1
+			if multi {
+				open = 3
 			}
-			j := i + 1
-			for j < len(s) && s[j] != c {
-				if c == '"' && s[j] == '\\' {
-					j++
-				}
-				j++
+			end, _, closed := stringBody(s, i+open, 0, c, multi)
+			if multi && !closed {
+				return c, depth
 			}
-			i = j
+			i = end - 1
 		}
 	}
-	return "", depth
+	return 0, depth
 }

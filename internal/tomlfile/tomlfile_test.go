@@ -64,3 +64,18 @@ func TestLocate(t *testing.T) {
 	require.Equal(t, 0, tomlfile.Locate([]byte(src), false)["hook.0.name"], "headers only")
 	require.Equal(t, "hook.1.name", "hook.1."+tomlfile.KeyOnLine([]byte(src), 5))
 }
+
+// Locate reads strings as the depth scan does: an escaped quote does
+// not close a multi-line basic string, so a "[t]" inside one is no
+// header.
+func TestLocateEscapedQuoteInMultiLineString(t *testing.T) {
+	t.Parallel()
+	src := "a = \"\"\"x\\\"\"\"\n[t]\n\"\"\"\nb = 1\n"
+	var m map[string]any
+	_, err := tomlfile.Decode([]byte(src), &m, nil)
+	require.NoError(t, err)
+	require.Equal(t, "x\"\"\"\n[t]\n", m["a"])
+	kl := tomlfile.Locate([]byte(src), true)
+	require.Equal(t, 4, kl["b"])
+	require.NotContains(t, kl, "t")
+}
