@@ -3,6 +3,8 @@
 // every error can name the file's line and key: [Decode] turns the
 // decoder's errors into an [*Error] with a line, a key and words of TOML
 // types; [Locate] places a key's line where the decoder keeps none.
+// [CheckDepth], run by [Decode] first, refuses text nested too deep for
+// the decoder ([MaxDepth]).
 package tomlfile
 
 import (
