@@ -15,11 +15,10 @@ import (
 // of five million "[" (5 MB, well under jobspec.MaxFileBytes) would
 // kill a worker, and again at every start while the file waits in the
 // inbox. It also spells out every prefix of a key path as a string, so
-// memory grows with the square of a key's depth: a million-part dotted
-// key takes gigabytes. 256 levels is far more than any hand-written or
-// generated configuration uses (job files need 4), and keeps the
-// decoder's recursion under a megabyte of stack and a key's prefixes
-// under a few hundred kilobytes.
+// its memory grows with the square of a key's depth: a million-part
+// dotted key takes gigabytes. 256 levels is far more than any
+// hand-written or generated configuration uses (job files need 4), and
+// keeps the decoder's recursion under a megabyte of stack.
 const MaxDepth = 256
 
 // CheckDepth scans data (TOML text, any byte-order mark already dropped)
@@ -32,11 +31,11 @@ const MaxDepth = 256
 // time linear in len(data) and memory bounded by MaxDepth, without
 // recursion; it never panics. Safe for concurrent use.
 func CheckDepth(data []byte) error {
-	line, n := scanDepth(data, MaxDepth)
+	line := scanDepth(data, MaxDepth)
 	if line == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("nesting deeper than %d levels (table and key parts, arrays, inline tables)", n)
+	msg := fmt.Sprintf("nesting deeper than %d levels (table and key parts, arrays, inline tables)", MaxDepth)
 	key := KeyOnLine(data, line)
 	if len(key) > maxKeyShown { // a key of a million parts, say
 		key = strings.ToValidUTF8(key[:maxKeyShown], "") + "..."
@@ -62,9 +61,9 @@ type depthFrame struct {
 }
 
 // scanDepth returns the 1-based line where data's nesting passes limit
-// levels and limit; line 0 when it never does. See [CheckDepth].
-func scanDepth(data []byte, limit int) (line, _ int) {
-	line = 1
+// levels; 0 when it never does. See [CheckDepth].
+func scanDepth(data []byte, limit int) int {
+	line := 1
 	var (
 		frames = make([]depthFrame, 0, 16) // never deeper than limit
 		table  = 0                         // levels of the current table header
@@ -125,7 +124,7 @@ func scanDepth(data []byte, limit int) (line, _ int) {
 				var parts int
 				i, parts, line = skipKey(data, i, line, limit)
 				if parts > limit {
-					return line, limit
+					return line
 				}
 				table, depth = parts, parts
 				state = depthAfter // "]", a comment, the newline
@@ -134,7 +133,7 @@ func scanDepth(data []byte, limit int) (line, _ int) {
 			var parts int
 			i, parts, line = skipKey(data, i, line, limit-depth)
 			if depth+parts > limit {
-				return line, limit
+				return line
 			}
 			depth += parts
 			if i < len(data) && data[i] == '=' {
@@ -145,12 +144,12 @@ func scanDepth(data []byte, limit int) (line, _ int) {
 			switch c {
 			case '[':
 				if !open('[') {
-					return line, limit
+					return line
 				}
 				i++
 			case '{':
 				if !open('{') {
-					return line, limit
+					return line
 				}
 				state = depthKey
 				i++
@@ -189,7 +188,7 @@ func scanDepth(data []byte, limit int) (line, _ int) {
 				// Not TOML after a value: counted anyway, never fewer
 				// levels than the decoder could reach.
 				if !open(c) {
-					return line, limit
+					return line
 				}
 				if c == '{' {
 					state = depthKey
@@ -204,7 +203,7 @@ func scanDepth(data []byte, limit int) (line, _ int) {
 			}
 		}
 	}
-	return 0, limit
+	return 0
 }
 
 // skipComment returns the index of the newline ending the comment at i
