@@ -31,17 +31,45 @@ const MaxDepth = 256
 // time linear in len(data) and memory bounded by MaxDepth, without
 // recursion; it never panics. Safe for concurrent use.
 func CheckDepth(data []byte) error {
-	line := scanDepth(data, MaxDepth)
+	line, over := scanDepth(data, MaxDepth)
 	if line == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("nesting deeper than %d levels (table and key parts, arrays, inline tables)", MaxDepth)
+	var msg string
+	switch over {
+	case overItems:
+		msg = fmt.Sprintf("more than %d keys and values in one file", MaxItems)
+	case overKeyLevels:
+		msg = fmt.Sprintf("more than %d levels of keys in one file (each key counts the levels of its path)", MaxKeyLevels)
+	default:
+		msg = fmt.Sprintf("nesting deeper than %d levels (table and key parts, arrays, inline tables)", MaxDepth)
+	}
 	key := KeyOnLine(data, line)
 	if len(key) > maxKeyShown { // a key of a million parts, say
 		key = strings.ToValidUTF8(key[:maxKeyShown], "") + "..."
 	}
 	return &Error{Line: line, Key: key, Msg: msg, Syntax: true}
 }
+
+// MaxItems and MaxKeyLevels bound what the decoder builds from one text,
+// which [CheckDepth] also refuses past them: the keys, values, arrays and
+// inline tables it holds (each is at least one allocation of the
+// decoder's, some tens of bytes: a 64 MiB text of "x=[1,1,1,...]" is 32
+// million values, a gigabyte), and the levels of every key's path summed
+// (the decoder spells out each key's path: memory grows with the sum,
+// about 45 bytes a level; 100,000 keys under a 250-part header took 1.1
+// GB). A 10,000-job file has about 100,000 items and 200,000 levels.
+const (
+	MaxItems     = 1_000_000
+	MaxKeyLevels = 2_500_000
+)
+
+// Which limit a text passed ([scanDepth]).
+const (
+	overDepth = iota
+	overItems
+	overKeyLevels
+)
 
 // maxKeyShown bounds the bytes of a key [CheckDepth] puts in its error.
 const maxKeyShown = 64
@@ -61,15 +89,36 @@ type depthFrame struct {
 }
 
 // scanDepth returns the 1-based line where data's nesting passes limit
-// levels; 0 when it never does. See [CheckDepth].
-func scanDepth(data []byte, limit int) int {
+// levels, or its items MaxItems, or its keys' levels MaxKeyLevels, and
+// which of them (overDepth, overItems, overKeyLevels); line 0 when it
+// never does. See [CheckDepth].
+func scanDepth(data []byte, limit int) (int, int) {
 	line := 1
 	var (
-		frames = make([]depthFrame, 0, 16) // never deeper than limit
-		table  = 0                         // levels of the current table header
-		depth  = 0                         // levels of the value being read
-		state  = depthKey
+		frames    = make([]depthFrame, 0, 16) // never deeper than limit
+		table     = 0                         // levels of the current table header
+		depth     = 0                         // levels of the value being read
+		state     = depthKey
+		items     = 0 // keys, headers, values, arrays and inline tables seen
+		keyLevels = 0 // the levels of every key's path, summed
 	)
+	// item counts one item; false when there are too many.
+	item := func() bool {
+		items++
+		return items <= MaxItems
+	}
+	// key counts a key whose path has levels levels; 0 when it passes
+	// no limit, else which.
+	key := func(levels int) int {
+		keyLevels += levels
+		switch {
+		case !item():
+			return overItems
+		case keyLevels > MaxKeyLevels:
+			return overKeyLevels
+		}
+		return -1
+	}
 	// The open frame's kind; 0 at the top level.
 	top := func() byte {
 		if len(frames) == 0 {
@@ -77,14 +126,17 @@ func scanDepth(data []byte, limit int) int {
 		}
 		return frames[len(frames)-1].kind
 	}
-	// open pushes an array or inline table; false when it is too deep.
-	open := func(kind byte) bool {
+	// open pushes an array or inline table; -1, or which limit it passes.
+	open := func(kind byte) int {
 		if depth+1 > limit {
-			return false
+			return overDepth
+		}
+		if !item() {
+			return overItems
 		}
 		frames = append(frames, depthFrame{kind, depth})
 		depth++
-		return true
+		return -1
 	}
 	closeFrame := func() {
 		depth = frames[len(frames)-1].outer
@@ -124,7 +176,10 @@ func scanDepth(data []byte, limit int) int {
 				var parts int
 				i, parts, line = skipKey(data, i, line, limit)
 				if parts > limit {
-					return line
+					return line, overDepth
+				}
+				if o := key(parts); o >= 0 {
+					return line, o
 				}
 				table, depth = parts, parts
 				state = depthAfter // "]", a comment, the newline
@@ -133,7 +188,10 @@ func scanDepth(data []byte, limit int) int {
 			var parts int
 			i, parts, line = skipKey(data, i, line, limit-depth)
 			if depth+parts > limit {
-				return line
+				return line, overDepth
+			}
+			if o := key(depth + parts); o >= 0 {
+				return line, o
 			}
 			depth += parts
 			if i < len(data) && data[i] == '=' {
@@ -143,13 +201,13 @@ func scanDepth(data []byte, limit int) int {
 		case depthValue:
 			switch c {
 			case '[':
-				if !open('[') {
-					return line
+				if o := open('['); o >= 0 {
+					return line, o
 				}
 				i++
 			case '{':
-				if !open('{') {
-					return line
+				if o := open('{'); o >= 0 {
+					return line, o
 				}
 				state = depthKey
 				i++
@@ -163,9 +221,15 @@ func scanDepth(data []byte, limit int) int {
 			case ',': // an empty value: not TOML; the decoder says so
 				state = depthAfter
 			case '"', '\'':
+				if !item() {
+					return line, overItems
+				}
 				i, line = skipString(data, i, line)
 				state = depthAfter
 			default:
+				if !item() {
+					return line, overItems
+				}
 				i = skipScalar(data, i)
 				state = depthAfter
 			}
@@ -187,8 +251,8 @@ func scanDepth(data []byte, limit int) int {
 			case '[', '{':
 				// Not TOML after a value: counted anyway, never fewer
 				// levels than the decoder could reach.
-				if !open(c) {
-					return line
+				if o := open(c); o >= 0 {
+					return line, o
 				}
 				if c == '{' {
 					state = depthKey
@@ -203,7 +267,7 @@ func scanDepth(data []byte, limit int) int {
 			}
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // skipComment returns the index of the newline ending the comment at i

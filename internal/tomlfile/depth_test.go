@@ -212,3 +212,35 @@ func BenchmarkCheckDepth(b *testing.B) {
 		}
 	})
 }
+
+// A text of more keys and values than MaxItems, or whose keys' paths sum
+// to more than MaxKeyLevels levels, is refused at the line where it
+// passes the limit (the decoder would take a gigabyte or more); one
+// just within both decodes.
+func TestCheckDepthBoundsWhatTheDecoderBuilds(t *testing.T) {
+	t.Parallel()
+	refused := func(src string, line int, msg string) {
+		t.Helper()
+		err := tomlfile.CheckDepth([]byte(src))
+		var te *tomlfile.Error
+		require.True(t, errors.As(err, &te), "%v", err)
+		require.Equal(t, line, te.Line)
+		require.Contains(t, te.Msg, msg)
+	}
+	// Values: "x = [1,1,...]" on line 2, one item for x and one for the
+	// array.
+	n := tomlfile.MaxItems - 2
+	refused("a = 1\nx = ["+strings.Repeat("1,", n)+"1]\n", 2, fmt.Sprintf("more than %d keys and values", tomlfile.MaxItems))
+	requireDecodes(t, "x = ["+strings.Repeat("1,", n-1)+"1]\n")
+
+	// Key levels: a 250-part header, then keys of 251 levels each.
+	var b strings.Builder
+	b.WriteString("[" + strings.Repeat("t.", 249) + "t]\n")
+	keys := (tomlfile.MaxKeyLevels - 250) / 251
+	for i := range keys {
+		fmt.Fprintf(&b, "k%d = 1\n", i)
+	}
+	within := b.String()
+	requireDecodes(t, within)
+	refused(within+"over = 1\n", keys+2, fmt.Sprintf("more than %d levels of keys", tomlfile.MaxKeyLevels))
+}
