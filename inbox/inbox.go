@@ -164,6 +164,15 @@ func (in *Inbox) Scan(ctx context.Context) ([]Result, error) {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	for _, e := range left {
+		if mark, ok := strings.CutPrefix(e.Name(), recoveringPrefix); ok {
+			if !exists(filepath.Join(in.processing, mark)) {
+				_ = os.Remove(filepath.Join(in.processing, e.Name())) // its file was removed by hand
+			}
+			continue // else read with its file
+		}
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
 		r, err := in.recover(ctx, e.Name())
 		if err != nil {
 			return out, err
@@ -294,16 +303,26 @@ func (in *Inbox) take(ctx context.Context, name, final string) (Result, error) {
 		}
 		return res, nil
 	}
+	return in.reject(res, final, err)
+}
+
+// reject moves the file now in processing/final to rejected/, with err
+// written beside it (.error), and returns res saying so.
+func (in *Inbox) reject(res Result, final string, err error) (Result, error) {
 	res.Err = err
 	res.Path = filepath.Join(in.rejected, final)
 	if werr := os.WriteFile(res.Path+".error", []byte(errorText(err)), 0o644); werr != nil {
 		return res, fmt.Errorf("inbox: %w", werr)
 	}
-	if rerr := os.Rename(proc, res.Path); rerr != nil {
+	if rerr := os.Rename(filepath.Join(in.processing, final), res.Path); rerr != nil {
 		return res, fmt.Errorf("inbox: %w", rerr)
 	}
 	return res, nil
 }
+
+// recoveringPrefix names, in processing/, the mark of a file being
+// recovered ([Inbox.recover]); the inbox takes no name starting with ".".
+const recoveringPrefix = ".recovering-"
 
 // recover finishes a file a crash left in processing/.
 func (in *Inbox) recover(ctx context.Context, final string) (Result, error) {
@@ -318,7 +337,26 @@ func (in *Inbox) recover(ctx context.Context, final string) (Result, error) {
 		}
 		return Result{File: final, Path: acc, Jobs: jobs}, nil
 	}
-	return in.take(ctx, final, final)
+	// A file whose reading stops the process (a parser crash, the
+	// kernel's OOM killer) would stop every worker at every start: one
+	// recovery is tried, under a mark; a second crash leaves the mark,
+	// and the next start moves the file aside unread.
+	mark := filepath.Join(in.processing, recoveringPrefix+final)
+	if exists(mark) {
+		res, err := in.reject(Result{File: final}, final, fmt.Errorf("inbox: %s: a worker stopped while reading it, twice (when it was taken and when it was taken again); moved here unread: check it before dropping it again", final))
+		if err == nil {
+			err = os.Remove(mark)
+		}
+		return res, err
+	}
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+		return Result{}, fmt.Errorf("inbox: %w", err)
+	}
+	res, err := in.take(ctx, final, final)
+	if rerr := os.Remove(mark); rerr != nil && err == nil {
+		err = fmt.Errorf("inbox: %w", rerr)
+	}
+	return res, err
 }
 
 // readCapped reads the regular file at path, of at most MaxBytes;

@@ -220,6 +220,37 @@ func TestInbox(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(inbox, ".processing", "left.toml"))
 	})
 
+	// A file whose recovery stopped the process too (its mark left) is
+	// moved aside unread, so that no file stops every worker at every
+	// start; a mark whose file is gone is dropped.
+	t.Run("CrashDuringRecovery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		inbox := b.in.Dir()
+		proc := filepath.Join(inbox, ".processing")
+		write(t, filepath.Join(proc, "w.toml"), "name = \"w\"\ncommand = \"true\"\n")
+		write(t, filepath.Join(proc, ".recovering-w.toml"), "")
+		write(t, filepath.Join(proc, ".recovering-gone.toml"), "")
+		write(t, filepath.Join(proc, "v.toml"), "name = \"v\"\ncommand = \"true\"\n")
+		res, err := b.in.Scan(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, res, 2)
+		errs := map[string]error{}
+		for _, r := range res {
+			errs[r.File] = r.Err
+		}
+		require.Contains(t, errs, "v.toml")
+		require.NoError(t, errs["v.toml"])
+		require.ErrorContains(t, errs["w.toml"], "w.toml: a worker stopped while reading it, twice")
+		require.FileExists(t, filepath.Join(inbox, "rejected", "w.toml.error"))
+		entries, err := os.ReadDir(proc)
+		require.NoError(t, err)
+		require.Empty(t, entries, "no file and no mark left")
+		c, err := b.st.JobCounts(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, c[queue.StateQueued], "only v was enqueued")
+	})
+
 	t.Run("CrashRecovery", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
