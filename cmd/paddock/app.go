@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -83,11 +82,9 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	}
 	if existing && cfg.Store == "" {
 		db := runner.StateDir{Root: stateDir}.Database()
-		_, err := os.Stat(db)
-		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, usagef("no queue at %s: it is not a directory; check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
+		// A file given as the state directory is left to newAppAt: a
+		// state directory that cannot be used (exit 1).
+		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)
 		}
 	}

@@ -333,7 +333,8 @@ func TestHostileHooks(t *testing.T) {
 				require.NotEmpty(t, s.Attempts[len(s.Attempts)-1].Trail, "%s: the trail is recorded", name)
 			}
 			for i := 1; i <= allow; i++ {
-				require.Equal(t, "succeeded", b.Show(fmt.Sprintf("allow-%d", i)).State)
+				s := b.Show(fmt.Sprintf("allow-%d", i))
+				require.Equal(t, "succeeded", s.State, s.Reason)
 			}
 		})
 	}
