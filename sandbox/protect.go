@@ -113,7 +113,12 @@ const maxGitFile = 4096
 // a ".git" that is a file saying "gitdir: DIR" (a linked worktree, a
 // submodule) leads to DIR, and to DIR's "commondir" as well, where git
 // keeps the hooks and config a worktree shares; the ".git" file itself is
-// protected too. A path that resolves outside every writable root is
+// protected too. An entry naming a repository's config (".git/config",
+// [isGitConfigEntry]) protects as well what that repository's own files
+// make git run or read ([statCache.repoProtected]): the config and hooks
+// of every submodule's git directory below its "modules/", at any depth,
+// and the hooks directory, included files and fsmonitor script its
+// configuration names. A path that resolves outside every writable root is
 // read-only already and needs nothing. One that does not exist is covered
 // when its parent directory does: bwrap makes the mount point on the
 // host, which [Policy.protectPathsOf] names for the caller to
@@ -123,7 +128,10 @@ const maxGitFile = 4096
 // # Errors
 //
 // A protected path that is a writable root or contains one (wraps
-// [ErrBadPath]): the root could not be written at all.
+// [ErrBadPath]): the root could not be written at all. A repository
+// whose files cannot be read or searched within their bounds
+// ([statCache.repoProtected]; wraps [ErrBadPath]): a path they make
+// protected would be left writable.
 func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, error) {
 	kinds := map[string]protectKind{}
 	var links []ProtectedLink
@@ -133,6 +141,29 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 			kinds[path] = k
 		}
 	}
+	// protectOne protects c (below base, canonical) as resolved
+	// ([statCache.resolveGit]), and returns where it resolved.
+	protectOne := func(base, c string, dir bool, what string) ([]string, error) {
+		targets, pointers, ls := st.resolveGit(base, c, 0)
+		for _, t := range targets {
+			if err := st.protectTarget(roots, t, dir, false, add); err != nil {
+				return nil, fmt.Errorf("%w (%s)", err, what)
+			}
+		}
+		for _, p := range pointers {
+			if err := st.protectTarget(roots, p, false, true, add); err != nil {
+				return nil, fmt.Errorf("%w (%s)", err, what)
+			}
+		}
+		for _, l := range ls {
+			inRoot := slices.ContainsFunc(roots, func(r string) bool { return l.Path != r && Within(l.Path, r) })
+			if inRoot && !slices.ContainsFunc(links, func(o ProtectedLink) bool { return o.Path == l.Path }) {
+				links = append(links, l)
+			}
+		}
+		return targets, nil
+	}
+	repos := map[string]bool{}
 	for _, root := range roots {
 		for _, e := range entries {
 			var cands []string
@@ -166,21 +197,23 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				return nil, nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours there, or narrow the policy's protect list): %w", e, len(cands), root, maxProtectMatches, ErrBadPath)
 			}
 			for _, c := range cands {
-				targets, pointers, ls := st.resolveGit(base, c, 0)
+				targets, err := protectOne(base, c, dir, fmt.Sprintf("protect %q", e))
+				if err != nil {
+					return nil, nil, err
+				}
+				if !isGitConfigEntry(e) {
+					continue
+				}
+				// What the repository's own files make git run.
 				for _, t := range targets {
-					if err := st.protectTarget(roots, t, dir, false, add); err != nil {
+					more, err := st.repoProtected(filepath.Dir(t), worktreeOf(c), repos)
+					if err != nil {
 						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 					}
-				}
-				for _, p := range pointers {
-					if err := st.protectTarget(roots, p, false, true, add); err != nil {
-						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
-					}
-				}
-				for _, l := range ls {
-					inRoot := slices.ContainsFunc(roots, func(r string) bool { return l.Path != r && Within(l.Path, r) })
-					if inRoot && !slices.ContainsFunc(links, func(o ProtectedLink) bool { return o.Path == l.Path }) {
-						links = append(links, l)
+					for _, g := range more {
+						if _, err := protectOne("/", g.path, g.dir, fmt.Sprintf("protect %q, through %s", e, g.why)); err != nil {
+							return nil, nil, err
+						}
 					}
 				}
 			}

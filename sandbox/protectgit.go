@@ -1,0 +1,445 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds on what [resolveProtect] reads of a repository's own files: a
+// job may have made any of them in an earlier run, to slow down or
+// confuse the next job's start. Passing one refuses the job (wrapping
+// [ErrBadPath]); nothing is ever skipped silently.
+const (
+	// maxModulesDepth bounds how deep below a git directory's "modules/"
+	// the git directories of submodules are looked for: a submodule
+	// named "a/b/c" is three levels down, one nested in it (its own
+	// "modules/x") two more.
+	maxModulesDepth = 16
+	// maxModulesEntries bounds the directory entries read while looking
+	// for them, over one repository.
+	maxModulesEntries = 4096
+	// maxGitConfigBytes bounds one git configuration file read.
+	maxGitConfigBytes = 1 << 20
+	// maxGitIncludeDepth is how deep git follows include.path
+	// (config.c's MAX_INCLUDE_DEPTH): git refuses a deeper chain.
+	maxGitIncludeDepth = 10
+)
+
+// gitPath is a path a repository's own files make protected
+// ([repoProtected]).
+type gitPath struct {
+	path string // absolute, as git would reach it (not resolved)
+	dir  bool   // a directory (hooks), else a file
+	why  string // what makes it protected, for errors
+}
+
+// isGitConfigEntry reports whether the protect entry e names a
+// repository's config file (".git/config", "sub/.git/config", or an
+// absolute ".../.git/config"): what [resolveProtect] extends to the rest
+// of what that repository's configuration makes git run.
+func isGitConfigEntry(e string) bool {
+	c := filepath.Clean(e)
+	return c == ".git/config" || strings.HasSuffix(c, "/.git/config")
+}
+
+// worktreeOf returns the directory holding path's last ".git" component
+// (a repository's working tree, where git runs its hooks), or "" when
+// path has none.
+func worktreeOf(path string) string {
+	for d := path; d != "/" && d != "."; d = filepath.Dir(d) {
+		if filepath.Base(d) == ".git" {
+			return filepath.Dir(d)
+		}
+	}
+	return ""
+}
+
+// repoProtected returns what the repository whose git directory is
+// gitdir (resolved) makes protected beyond its own "config" and
+// "hooks/", worktree being the directory git runs in ("" for none
+// known):
+//
+//   - the git directory of every submodule, at any depth below
+//     gitdir's "modules/" ([findModuleGitdirs]): its "config",
+//     "config.worktree", "commondir" and "hooks/", as for the top-level
+//     git directory (gitrepository-layout(5), "modules");
+//   - for gitdir and each of them, what their configuration names
+//     ([configProtected]).
+//
+// done holds the git directories already handled in this resolution;
+// gitdir is added. Paths outside every writable root are returned too:
+// [Policy] drops them.
+//
+// # Errors
+//
+// A bound passed ([maxModulesDepth], [maxModulesEntries],
+// [maxGitConfigBytes], [maxGitIncludeDepth], [maxProtectMatches] git
+// directories), a directory or configuration file that cannot be read, a
+// configuration git would refuse: each wraps [ErrBadPath].
+func (st statCache) repoProtected(gitdir, worktree string, done map[string]bool) ([]gitPath, error) {
+	key := gitdir + "\x00" + worktree
+	if done[key] {
+		return nil, nil
+	}
+	done[key] = true
+	var worktrees []string
+	if worktree != "" {
+		worktrees = []string{worktree}
+	}
+	out, err := st.configProtected(gitdir, worktrees)
+	if err != nil {
+		return nil, err
+	}
+	mods, err := findModuleGitdirs(gitdir)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mods {
+		why := "the submodule git directory " + m
+		out = append(out,
+			gitPath{filepath.Join(m, "config"), false, why},
+			gitPath{filepath.Join(m, "config.worktree"), false, why},
+			gitPath{filepath.Join(m, "commondir"), false, why},
+			gitPath{filepath.Join(m, "hooks"), true, why})
+		more, err := st.configProtected(m, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// configProtected returns what the configuration of the git directory
+// gitdir names that git would run, or read as configuration, when it is
+// a path (git-config(1)); worktrees are the directories git runs in for
+// it (the one holding its ".git"):
+//
+//   - each file its "config" and "config.worktree" include
+//     ("include.path", "includeIf.<condition>.path", "Includes" and
+//     "Conditional includes": a relative path is relative to the
+//     including file's directory, "~/" is $HOME; every condition is
+//     taken as true), and what those include in turn: the job could
+//     write one inside a writable root, or create a missing one;
+//   - the directory each "core.hooksPath" names ("core.hooksPath": a
+//     relative path is relative to where hooks run, githooks(5): the
+//     working tree's top in a non-bare repository, the git directory in
+//     a bare one);
+//   - each "core.fsmonitor" that is not a boolean: a command git runs
+//     in the working tree ("core.fsmonitor"), taken as a path whole and,
+//     when it has several words, word by word (its script).
+//
+// Every value set is taken, not only the last: each file is what it was
+// when the job starts, and taking them all errs on the safe side. The
+// working trees taken are worktrees, each "core.worktree" ("core.worktree":
+// relative to the git directory), and the git directory itself when
+// "core.bare" is true or no working tree is known.
+func (st statCache) configProtected(gitdir string, worktrees []string) ([]gitPath, error) {
+	var vars []gitVar
+	var out []gitPath
+	for _, name := range []string{"config", "config.worktree"} {
+		if err := st.readGitConfig(filepath.Join(gitdir, name), 0, &vars, &out); err != nil {
+			return nil, err
+		}
+	}
+	bases := slices.Clone(worktrees)
+	bare := false
+	for _, v := range vars {
+		switch v.key() {
+		case "core.worktree":
+			if p := expandGitPath(v.value); p != "" && !v.noValue {
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(gitdir, p)
+				}
+				bases = append(bases, p)
+			}
+		case "core.bare":
+			b, ok := parseGitBool(v.value, v.noValue)
+			bare = bare || !ok || b
+		}
+	}
+	if bare || len(bases) == 0 {
+		bases = append(bases, gitdir)
+	}
+	at := func(p string, dir bool, why string) {
+		if filepath.IsAbs(p) {
+			out = append(out, gitPath{filepath.Clean(p), dir, why})
+			return
+		}
+		for _, b := range bases {
+			out = append(out, gitPath{filepath.Join(b, p), dir, why})
+		}
+	}
+	for _, v := range vars {
+		why := fmt.Sprintf("%s line %d: %s = %q", v.file, v.line, v.key(), v.value)
+		switch v.key() {
+		case "core.hookspath":
+			if p := expandGitPath(v.value); p != "" && !v.noValue {
+				at(p, true, why)
+			}
+		case "core.fsmonitor":
+			if _, ok := parseGitBool(v.value, v.noValue); ok || v.value == "" {
+				continue
+			}
+			words := []string{v.value}
+			if f := strings.Fields(v.value); len(f) > 1 {
+				words = append(words, f...)
+			}
+			for _, w := range words {
+				w = strings.Trim(w, `"'`)
+				if p := expandGitPath(w); p != "" && !strings.HasPrefix(p, "-") {
+					at(p, false, why)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// readGitConfig appends the variables of the git configuration file
+// path (resolved as git reaches it) to vars, each with its file, then
+// those of the files it includes, depth levels down already, recording
+// each of those files in included. A missing file has none (git skips a
+// missing include).
+func (st statCache) readGitConfig(path string, depth int, vars *[]gitVar, included *[]gitPath) error {
+	if t, _, _ := st.resolveGit("/", path, 0); len(t) > 0 {
+		path = t[0]
+	}
+	data, err := readSmallFile(path, maxGitConfigBytes)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("sandbox: cannot read the git config %s, to find what it makes git run: %w: %w", path, err, ErrBadPath)
+	}
+	vs, err := parseGitConfig(path, data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, ErrBadPath)
+	}
+	for _, v := range vs {
+		v.file = path
+		*vars = append(*vars, v)
+		if (v.section != "include" && v.section != "includeif") || v.name != "path" || v.noValue {
+			continue
+		}
+		inc := expandGitPath(v.value)
+		if inc == "" {
+			continue
+		}
+		if !filepath.IsAbs(inc) {
+			inc = filepath.Join(filepath.Dir(path), inc)
+		}
+		if depth+1 > maxGitIncludeDepth {
+			return fmt.Errorf("sandbox: %s line %d: include.path nested deeper than git's %d levels: %w", path, v.line, maxGitIncludeDepth, ErrBadPath)
+		}
+		*included = append(*included, gitPath{inc, false, fmt.Sprintf("%s line %d: %s = %q", path, v.line, v.key(), v.value)})
+		if err := st.readGitConfig(inc, depth+1, vars, included); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSmallFile returns the content of the regular file path, opened
+// without following a symlink or blocking (a FIFO), at most limit bytes.
+// Errors: open(2)'s, a file that is not a regular one (EINVAL), or one
+// longer than limit (EFBIG).
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, unix.EINVAL
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("more than %d bytes: %w", limit, unix.EFBIG)
+	}
+	return b, nil
+}
+
+// expandGitPath returns a pathname value as git reads it
+// (git-config(1), "pathname" under "--type"): "~/" and "~" are the
+// worker's $HOME, "~user/" that user's home directory; "" for a value git
+// could not expand (an unknown user, a "%(prefix)/" path below git's
+// own installation, which lies in a system directory) or an empty one.
+func expandGitPath(v string) string {
+	switch {
+	case v == "" || strings.HasPrefix(v, "%(prefix)/"):
+		return ""
+	case v == "~" || strings.HasPrefix(v, "~/"):
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(home, strings.TrimPrefix(v, "~"))
+	case strings.HasPrefix(v, "~"):
+		name, rest, _ := strings.Cut(v[1:], "/")
+		u, err := user.Lookup(name)
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(u.HomeDir, rest)
+	}
+	return v
+}
+
+// parseGitBool reads a boolean value as git does (git-config(1),
+// "Values", "boolean"): true, yes, on, false, no, off (any case), an
+// integer (true unless 0), "" (false), or a name with no "=" (true). ok
+// is false for anything else.
+func parseGitBool(v string, noValue bool) (b, ok bool) {
+	if noValue {
+		return true, true
+	}
+	switch strings.ToLower(v) {
+	case "true", "yes", "on":
+		return true, true
+	case "false", "no", "off", "":
+		return false, true
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return n != 0, true
+	}
+	return false, false
+}
+
+// findModuleGitdirs returns the git directories below gitdir's
+// "modules/" (a submodule's, gitrepository-layout(5)), sorted: a
+// directory holding both "HEAD" and "config" is one, and its own
+// "modules/" is searched in turn (nested submodules); any other
+// directory is part of a submodule's name ("third_party/foo" lives in
+// modules/third_party/foo) and is searched. Nothing is reached through a
+// symlink: each directory is opened from its parent's descriptor with
+// O_NOFOLLOW, and an entry that is a symlink is neither a git directory
+// nor searched (git reaches a submodule's git directory by its path,
+// which is protected where it resolves when a ".git" file names it).
+//
+// # Errors
+//
+// More than [maxModulesDepth] levels, [maxModulesEntries] entries read or
+// [maxProtectMatches] git directories found, or a directory that cannot
+// be opened or read: each wraps [ErrBadPath] (the job is refused, never
+// run with a submodule left unprotected).
+func findModuleGitdirs(gitdir string) ([]string, error) {
+	modules := filepath.Join(gitdir, "modules")
+	top, err := OpenNoSymlinks(modules)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, ErrRootChanged) {
+			// None, or not a directory git would use: git opens
+			// modules/NAME by path, through a symlink too, which the
+			// walk refuses to follow; such a link is reported below.
+			if fi, lerr := os.Lstat(modules); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return nil, fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", modules, ErrBadPath)
+			}
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sandbox: cannot open %s to find the submodules' git directories to protect: %w: %w", modules, err, ErrBadPath)
+	}
+	defer top.Close()
+	w := moduleWalk{}
+	if err := w.walk(int(top.Fd()), modules, 0); err != nil {
+		return nil, err
+	}
+	slices.Sort(w.found)
+	return w.found, nil
+}
+
+// moduleWalk is the state of one [findModuleGitdirs].
+type moduleWalk struct {
+	entries int
+	found   []string
+}
+
+// walk searches the directory path, open (O_PATH) as dfd, depth levels
+// below the top "modules/" (0 for it).
+func (w *moduleWalk) walk(dfd int, path string, depth int) error {
+	if depth > maxModulesDepth {
+		return fmt.Errorf("sandbox: %s is more than %d levels below a git directory's modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", path, maxModulesDepth, ErrBadPath)
+	}
+	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: cannot read %s to find the submodules' git directories to protect: %w: %w", path, err, ErrBadPath)
+	}
+	dir := os.NewFile(uintptr(rfd), path)
+	defer dir.Close()
+	names, err := dir.Readdirnames(maxModulesEntries - w.entries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("sandbox: cannot read %s to find the submodules' git directories to protect: %w: %w", path, err, ErrBadPath)
+	}
+	if w.entries += len(names); w.entries > maxModulesEntries {
+		return fmt.Errorf("sandbox: more than %d entries below %s's git directories' modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", maxModulesEntries, path, ErrBadPath)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(rfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("sandbox: cannot look at %s: %w: %w", filepath.Join(path, name), err, ErrBadPath)
+		}
+		child := filepath.Join(path, name)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			// git would follow it to a git directory paddock does not
+			// look at.
+			return fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)
+		default:
+			continue
+		}
+		cfd, err := unix.Openat(rfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("sandbox: cannot open %s to find the submodules' git directories to protect: %w: %w", child, err, ErrBadPath)
+		}
+		err = w.visit(cfd, child, depth)
+		unix.Close(cfd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visit handles the directory child of a walk, open (O_PATH) as cfd.
+func (w *moduleWalk) visit(cfd int, child string, depth int) error {
+	if !existsAt(cfd, "HEAD") || !existsAt(cfd, "config") {
+		return w.walk(cfd, child, depth+1)
+	}
+	if len(w.found) >= maxProtectMatches {
+		return fmt.Errorf("sandbox: more than %d submodule git directories below %s: more than a sandbox can protect: %w", maxProtectMatches, child, ErrBadPath)
+	}
+	w.found = append(w.found, child)
+	var st unix.Stat_t
+	if unix.Fstatat(cfd, "modules", &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		return fmt.Errorf("sandbox: %s/modules is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)
+	default:
+		return nil
+	}
+	mfd, err := unix.Openat(cfd, "modules", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: cannot open %s/modules to find the submodules' git directories to protect: %w: %w", child, err, ErrBadPath)
+	}
+	defer unix.Close(mfd)
+	return w.walk(mfd, filepath.Join(child, "modules"), depth+1)
+}
