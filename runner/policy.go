@@ -67,6 +67,12 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // "commondir" file names (gitrepository-layout(5)), in any repository, and
 // each submodule and linked worktree has its own: those are protected
 // too, or a job would write a commondir leading to a config of its own.
+// The ".git/modules/*/" entries reach a submodule whose name has no "/"
+// even where ".git/config" is left out of a list; with ".git/config" in
+// it, the sandbox protects as well every submodule's git directory at any
+// depth, the submodules' ".git" files, and the hooks directory, included
+// files and fsmonitor script the repository's configuration names (see
+// docs/policy.md, "Protected paths").
 var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
 	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
 	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",

@@ -204,15 +204,29 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				if !isGitConfigEntry(e) {
 					continue
 				}
-				// What the repository's own files make git run.
+				// What the repository's own files make git run, and
+				// those of its submodules' working trees in turn.
+				type repo struct{ gitdir, worktree string }
+				var todo []repo
 				for _, t := range targets {
-					more, err := st.repoProtected(filepath.Dir(t), worktreeOf(c), repos)
+					todo = append(todo, repo{filepath.Dir(t), worktreeOf(c)})
+				}
+				for len(todo) > 0 {
+					r := todo[0]
+					todo = todo[1:]
+					more, err := st.repoProtected(r.gitdir, r.worktree, repos)
 					if err != nil {
 						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 					}
 					for _, g := range more {
-						if _, err := protectOne("/", g.path, g.dir, fmt.Sprintf("protect %q, through %s", e, g.why)); err != nil {
+						ts, err := protectOne("/", g.path, g.dir, fmt.Sprintf("protect %q, through %s", e, g.why))
+						if err != nil {
 							return nil, nil, err
+						}
+						if g.repo {
+							for _, t := range ts {
+								todo = append(todo, repo{filepath.Dir(t), worktreeOf(g.path)})
+							}
 						}
 					}
 				}

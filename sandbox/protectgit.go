@@ -41,6 +41,9 @@ type gitPath struct {
 	path string // absolute, as git would reach it (not resolved)
 	dir  bool   // a directory (hooks), else a file
 	why  string // what makes it protected, for errors
+	// repo marks a submodule working tree's ".git/config": the
+	// repository it resolves to is handled in turn ([repoProtected]).
+	repo bool
 }
 
 // isGitConfigEntry reports whether the protect entry e names a
@@ -74,7 +77,14 @@ func worktreeOf(path string) string {
 //     "config.worktree", "commondir" and "hooks/", as for the top-level
 //     git directory (gitrepository-layout(5), "modules");
 //   - for gitdir and each of them, what their configuration names
-//     ([configProtected]).
+//     ([configProtected]);
+//   - for each submodule the ".gitmodules" at worktree's top names
+//     ([submodulePaths]): its ".git" (a file naming its git directory,
+//     or that directory), which git on the host follows when it
+//     recurses into the submodule, its ".gitmodules", and its
+//     repository's config and hooks as the top one's; the returned
+//     ".git/config" is marked [gitPath.repo], for the caller to handle
+//     the repository it resolves to in turn (nested submodules).
 //
 // done holds the git directories already handled in this resolution;
 // gitdir is added. Paths outside every writable root are returned too:
@@ -105,17 +115,79 @@ func (st statCache) repoProtected(gitdir, worktree string, done map[string]bool)
 		return nil, err
 	}
 	for _, m := range mods {
-		why := "the submodule git directory " + m
-		out = append(out,
-			gitPath{filepath.Join(m, "config"), false, why},
-			gitPath{filepath.Join(m, "config.worktree"), false, why},
-			gitPath{filepath.Join(m, "commondir"), false, why},
-			gitPath{filepath.Join(m, "hooks"), true, why})
+		out = append(out, gitdirFiles(m, "the submodule git directory "+m)...)
 		more, err := st.configProtected(m, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, more...)
+	}
+	if worktree == "" {
+		return out, nil
+	}
+	subs, err := submodulePaths(worktree)
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range subs {
+		// Its ".git" file, and the git directory that names, as the
+		// top one's; ".git/config" leads to that repository in turn.
+		files := gitdirFiles(filepath.Join(sp.path, ".git"), sp.why)
+		files[0].repo = true
+		out = append(out, files...)
+		out = append(out, gitPath{path: filepath.Join(sp.path, ".gitmodules"), why: sp.why})
+	}
+	return out, nil
+}
+
+// gitdirFiles returns what git reads of a git directory dir that runs
+// programs or leads elsewhere, as the default protect list names them
+// for ".git" (gitrepository-layout(5)): "config" first, then
+// "config.worktree", "commondir" and "hooks/".
+func gitdirFiles(dir, why string) []gitPath {
+	return []gitPath{
+		{path: filepath.Join(dir, "config"), why: why},
+		{path: filepath.Join(dir, "config.worktree"), why: why},
+		{path: filepath.Join(dir, "commondir"), why: why},
+		{path: filepath.Join(dir, "hooks"), dir: true, why: why},
+	}
+}
+
+// submodulePaths returns the working trees of the submodules the
+// ".gitmodules" of worktree names ("submodule.<name>.path",
+// gitmodules(5)), absolute, each with where it is named. A path that is
+// absolute or leaves worktree is left out: git refuses it.
+//
+// Errors (wrapping [ErrBadPath]): a ".gitmodules" that cannot be read
+// (a symlink, which git refuses too, or more than [maxGitConfigBytes]),
+// that git would refuse to read, or that names more than
+// [maxProtectMatches] paths.
+func submodulePaths(worktree string) ([]gitPath, error) {
+	name := filepath.Join(worktree, ".gitmodules")
+	data, err := readSmallFile(name, maxGitConfigBytes)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sandbox: cannot read %s, to find the submodules to protect: %w: %w", name, err, ErrBadPath)
+	}
+	vars, err := parseGitConfig(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrBadPath)
+	}
+	var out []gitPath
+	for _, v := range vars {
+		if v.section != "submodule" || v.name != "path" || v.noValue {
+			continue
+		}
+		rel := filepath.Clean(v.value)
+		if v.value == "" || filepath.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if len(out) >= maxProtectMatches {
+			return nil, fmt.Errorf("sandbox: %s names more than %d submodules, more than a sandbox can protect: %w", name, maxProtectMatches, ErrBadPath)
+		}
+		out = append(out, gitPath{path: filepath.Join(worktree, rel), why: fmt.Sprintf("%s line %d: %s = %q", name, v.line, v.key(), v.value)})
 	}
 	return out, nil
 }
@@ -173,11 +245,11 @@ func (st statCache) configProtected(gitdir string, worktrees []string) ([]gitPat
 	}
 	at := func(p string, dir bool, why string) {
 		if filepath.IsAbs(p) {
-			out = append(out, gitPath{filepath.Clean(p), dir, why})
+			out = append(out, gitPath{path: filepath.Clean(p), dir: dir, why: why})
 			return
 		}
 		for _, b := range bases {
-			out = append(out, gitPath{filepath.Join(b, p), dir, why})
+			out = append(out, gitPath{path: filepath.Join(b, p), dir: dir, why: why})
 		}
 	}
 	for _, v := range vars {
@@ -242,7 +314,7 @@ func (st statCache) readGitConfig(path string, depth int, vars *[]gitVar, includ
 		if depth+1 > maxGitIncludeDepth {
 			return fmt.Errorf("sandbox: %s line %d: include.path nested deeper than git's %d levels: %w", path, v.line, maxGitIncludeDepth, ErrBadPath)
 		}
-		*included = append(*included, gitPath{inc, false, fmt.Sprintf("%s line %d: %s = %q", path, v.line, v.key(), v.value)})
+		*included = append(*included, gitPath{path: inc, why: fmt.Sprintf("%s line %d: %s = %q", path, v.line, v.key(), v.value)})
 		if err := st.readGitConfig(inc, depth+1, vars, included); err != nil {
 			return err
 		}

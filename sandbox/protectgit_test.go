@@ -158,6 +158,13 @@ func TestResolveProtectSubmodules(t *testing.T) {
 		".git/modules/a/modules/x/y/HEAD": "x\n", ".git/modules/a/modules/x/y/config": "[core]\n",
 		".git/modules/a/objects/zz/HEAD": "x\n", ".git/modules/a/objects/zz/config": "not searched: inside a git dir, only modules/ is\n",
 		".git/modules/empty/": "",
+		// The working trees, whose .git files name those directories.
+		".gitmodules":                                            "[submodule \"third_party/foo\"]\n\tpath = third_party/foo\n\turl = x\n[submodule \"esc\"]\n\tpath = ../out\n",
+		"third_party/foo/.git":                                   "gitdir: ../../.git/modules/third_party/foo\n",
+		"third_party/foo/.gitmodules":                            "[submodule \"deps/inner\"]\n\tpath = deps/inner\n",
+		"third_party/foo/deps/inner/.git":                        "gitdir: ../../../../.git/modules/third_party/foo/modules/deps/inner\n",
+		".git/modules/third_party/foo/modules/deps/inner/HEAD":   "x\n",
+		".git/modules/third_party/foo/modules/deps/inner/config": "[core]\n\tworktree = ../../../../../../third_party/foo/deps/inner\n\thooksPath = hk\n",
 	})
 	got := protectedKinds(t, []string{root}, []string{".git/config", ".git/hooks/"})
 	for _, m := range []string{"third_party/foo", "a", "a/modules/b", "a/modules/x/y"} {
@@ -172,8 +179,15 @@ func TestResolveProtectSubmodules(t *testing.T) {
 		require.Equal(t, protectKeep, got[dir], m)
 	}
 	require.Equal(t, protectKeep, got[root+"/.git/modules/third_party"])
-	require.NotContains(t, got, root+"/.git/modules/a/objects/zz/config")
-	require.NotContains(t, got, root+"/.git/modules/empty")
+	// The submodules' .git files, which host git follows into them, and
+	// the nested one's .gitmodules.
+	require.Equal(t, protectFile, got[root+"/third_party/foo/.git"])
+	require.Equal(t, protectFile, got[root+"/third_party/foo/deps/inner/.git"])
+	require.Equal(t, protectFile, got[root+"/third_party/foo/.gitmodules"])
+	require.Equal(t, protectAbsent, got[root+"/third_party/foo/deps/inner/.gitmodules"])
+	// The nested submodule's core.hooksPath, relative to its working
+	// tree (core.worktree, and the path .gitmodules gives).
+	require.Equal(t, protectNewDir, got[root+"/third_party/foo/deps/inner/hk"])
 
 	// Without .git/config in the list nothing is searched.
 	got = protectedKinds(t, []string{root}, []string{".git/hooks/"})

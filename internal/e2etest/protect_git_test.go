@@ -60,7 +60,7 @@ func gitRepoWithSubmodules(t *testing.T) string {
 // directory the repository's core.hooksPath names (.husky/_), whose
 // pre-commit the host's next commit would run, nor put its own in
 // place by renaming it. Checked from the host: the files are as they
-// were, and the host's `git status` (which recurses into the submodules) runs nothing
+// were, the submodules' .git files too, and the host's `git status` (which recurses into the submodules) runs nothing
 // of the job's. With protect = [] the same job writes them all, so the
 // checks can fail. Both grades; as nobody too (make test-unprivileged).
 func TestE2EProtectedSubmodulesAndHooksPath(t *testing.T) {
@@ -80,6 +80,13 @@ func TestE2EProtectedSubmodulesAndHooksPath(t *testing.T) {
 		for i, s := range subs {
 			fmt.Fprintf(&script, "printf '[core]\\n\\tfsmonitor = \"touch %s; false\"\\n' >> %s/config 2>/dev/null && echo WROTE-config-%d\n", pwned, s, i)
 			fmt.Fprintf(&script, "echo 'touch %s' > %s/hooks/post-checkout 2>/dev/null && echo WROTE-hook-%d\n", pwned, s, i)
+		}
+		// The submodules' .git files lead host git to their git
+		// directories: rewritten (with the same text, so that git
+		// still works when nothing is protected) or renamed away.
+		for i, wt := range []string{"third_party/foo", "third_party/foo/deps/inner"} {
+			fmt.Fprintf(&script, "t=$(cat %[1]s/.git); echo \"$t\" > %[1]s/.git 2>/dev/null && echo WROTE-dotgit-%[2]d\n", wt, i)
+			fmt.Fprintf(&script, "mv %[1]s/.git %[1]s/.git-away 2>/dev/null && echo RENAMED-dotgit-%[2]d && mv %[1]s/.git-away %[1]s/.git\n", wt, i)
 		}
 		fmt.Fprintf(&script, "echo 'touch %s' >> .husky/_/pre-commit 2>/dev/null && echo WROTE-hookspath\n", pwned)
 		fmt.Fprintf(&script, "echo 'touch %s' > .husky/_/post-checkout 2>/dev/null && echo CREATED-hookspath\n", pwned)
@@ -101,6 +108,11 @@ func TestE2EProtectedSubmodulesAndHooksPath(t *testing.T) {
 			require.Equal(t, before[s], string(data), s)
 			require.NoFileExists(t, filepath.Join(ws, s, "hooks", "post-checkout"), s)
 		}
+		for _, wt := range []string{"third_party/foo", "third_party/foo/deps/inner"} {
+			data, err := os.ReadFile(filepath.Join(ws, wt, ".git"))
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(string(data), "gitdir: "), "%s/.git: %q", wt, data)
+		}
 		requireMine(t, ws, ".husky/_/pre-commit")
 		require.NoFileExists(t, filepath.Join(ws, ".husky/_/post-checkout"))
 		hostGit(t, "-C", ws, "status", "--ignore-submodules=none") // recurses into each submodule
@@ -110,7 +122,7 @@ func TestE2EProtectedSubmodulesAndHooksPath(t *testing.T) {
 		b.SetPolicy("protect = []\n")
 		out, errOut, code = b.Run("run", job)
 		require.Equal(t, 0, code, "%s\n%s", out, errOut)
-		for _, m := range []string{"WROTE-config-0", "WROTE-config-1", "WROTE-hook-0", "WROTE-hook-1", "WROTE-hookspath", "CREATED-hookspath"} {
+		for _, m := range []string{"WROTE-config-0", "WROTE-config-1", "WROTE-hook-0", "WROTE-hook-1", "WROTE-dotgit-0", "WROTE-dotgit-1", "RENAMED-dotgit-0", "RENAMED-dotgit-1", "WROTE-hookspath", "CREATED-hookspath"} {
 			require.Contains(t, out, m, "unprotected, the job writes it")
 		}
 		hostGit(t, "-C", ws, "status", "--ignore-submodules=none")
