@@ -324,9 +324,16 @@ func (st statCache) readGitConfig(path string, depth int, vars *[]gitVar, includ
 
 // readSmallFile returns the content of the regular file path, opened
 // without following a symlink or blocking (a FIFO), at most limit bytes.
-// Errors: open(2)'s, a file that is not a regular one (EINVAL), or one
-// longer than limit (EFBIG).
+// Anything but a regular file is refused before it is opened: opening a
+// device may act on it (a tape rewinds), and a configuration names any
+// path. Errors: lstat(2)'s and open(2)'s, a file that is not a regular
+// one (EINVAL), or one longer than limit (EFBIG).
 func readSmallFile(path string, limit int64) ([]byte, error) {
+	if fi, err := os.Lstat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, unix.EINVAL
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
