@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,7 +126,7 @@ func protectedKinds(t *testing.T, roots, entries []string) map[string]protectKin
 
 // gitTree makes the files of a map (path below root: content; a path
 // ending in "/" is a directory) and returns root, canonical.
-func gitTree(t *testing.T, files map[string]string) string {
+func gitTree(t testing.TB, files map[string]string) string {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -313,4 +314,40 @@ func TestProtectGitNotAFifo(t *testing.T) {
 	_, _, err := resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorIs(t, err, unix.EINVAL)
+}
+
+// BenchmarkNewPolicyProtectGit is what reading a repository's own files
+// adds to a job's start: a repository with husky's core.hooksPath and 20
+// submodules (names holding "/", each with its .git file), with the
+// default list's git entries, against the same list without
+// ".git/config" (nothing read), and a plain repository with an empty
+// config.
+func BenchmarkNewPolicyProtectGit(b *testing.B) {
+	withConfig := []string{".git/hooks/", ".git/config", ".git/commondir", ".git/modules/*/hooks/", ".git/modules/*/config", ".gitmodules"}
+	withoutConfig := slices.DeleteFunc(slices.Clone(withConfig), func(e string) bool { return e == ".git/config" })
+	files := map[string]string{".git/HEAD": "x\n", ".git/config": "[core]\n\tbare = false\n\thooksPath = .husky/_\n", ".git/hooks/": "", ".husky/_/": ""}
+	var gm strings.Builder
+	for i := range 20 {
+		name := fmt.Sprintf("third_party/m%d", i)
+		fmt.Fprintf(&gm, "[submodule %q]\n\tpath = %s\n\turl = x\n", name, name)
+		files[".git/modules/"+name+"/HEAD"] = "x\n"
+		files[".git/modules/"+name+"/config"] = "[core]\n\tworktree = ../../../../" + name + "\n"
+		files[".git/modules/"+name+"/hooks/"] = ""
+		files[name+"/.git"] = "gitdir: ../../.git/modules/" + name + "\n"
+	}
+	files[".gitmodules"] = gm.String()
+	subs := gitTree(b, files)
+	plain := gitTree(b, map[string]string{".git/HEAD": "x\n", ".git/config": "", ".git/hooks/": ""})
+	for _, tc := range []struct {
+		name, ws string
+		protect  []string
+	}{{"submodules", subs, withConfig}, {"submodules-unread", subs, withoutConfig}, {"plain", plain, withConfig}, {"plain-unread", plain, withoutConfig}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: tc.ws, Protect: tc.protect}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
