@@ -118,7 +118,9 @@ const maxGitFile = 4096
 // make git run or read ([statCache.repoProtected]): the config and hooks
 // of every submodule's git directory below its "modules/", at any depth,
 // and the hooks directory, included files and fsmonitor script its
-// configuration names. A path that resolves outside every writable root is
+// configuration names; with ".git/config" itself listed, so does the
+// nearest repository above each root ([statCache.enclosingWorktree]).
+// A path that resolves outside every writable root is
 // read-only already and needs nothing. One that does not exist is covered
 // when its parent directory does: bwrap makes the mount point on the
 // host, which [Policy.protectPathsOf] names for the caller to
@@ -164,6 +166,37 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 		return targets, nil
 	}
 	repos := map[string]bool{}
+	// protectRepos protects what the repositories whose config files
+	// are configs (resolved), with the working tree worktree, make git
+	// run ([statCache.repoProtected]), and those of their submodules'
+	// working trees in turn; e is the protect entry that led there.
+	protectRepos := func(configs []string, worktree, e string) error {
+		type repo struct{ gitdir, worktree string }
+		var todo []repo
+		for _, t := range configs {
+			todo = append(todo, repo{filepath.Dir(t), worktree})
+		}
+		for len(todo) > 0 {
+			r := todo[0]
+			todo = todo[1:]
+			more, err := st.repoProtected(r.gitdir, r.worktree, repos)
+			if err != nil {
+				return fmt.Errorf("%w (protect %q)", err, e)
+			}
+			for _, g := range more {
+				ts, err := protectOne("/", g.path, g.dir, fmt.Sprintf("protect %q, through %s", e, g.why))
+				if err != nil {
+					return err
+				}
+				if g.repo {
+					for _, t := range ts {
+						todo = append(todo, repo{filepath.Dir(t), worktreeOf(g.path)})
+					}
+				}
+			}
+		}
+		return nil
+	}
 	for _, root := range roots {
 		for _, e := range entries {
 			var cands []string
@@ -204,32 +237,21 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				if !isGitConfigEntry(e) {
 					continue
 				}
-				// What the repository's own files make git run, and
-				// those of its submodules' working trees in turn.
-				type repo struct{ gitdir, worktree string }
-				var todo []repo
-				for _, t := range targets {
-					todo = append(todo, repo{filepath.Dir(t), worktreeOf(c)})
+				if err := protectRepos(targets, worktreeOf(c), e); err != nil {
+					return nil, nil, err
 				}
-				for len(todo) > 0 {
-					r := todo[0]
-					todo = todo[1:]
-					more, err := st.repoProtected(r.gitdir, r.worktree, repos)
-					if err != nil {
-						return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
-					}
-					for _, g := range more {
-						ts, err := protectOne("/", g.path, g.dir, fmt.Sprintf("protect %q, through %s", e, g.why))
-						if err != nil {
-							return nil, nil, err
-						}
-						if g.repo {
-							for _, t := range ts {
-								todo = append(todo, repo{filepath.Dir(t), worktreeOf(g.path)})
-							}
-						}
-					}
-				}
+			}
+		}
+		// A root inside a repository's working tree (a subdirectory of
+		// a checkout): that repository's files may name paths inside
+		// the root (its hooksPath, a submodule's .git).
+		if !slices.ContainsFunc(entries, func(e string) bool { return filepath.Clean(e) == ".git/config" }) {
+			continue
+		}
+		if wt := st.enclosingWorktree(root); wt != "" {
+			targets, _, _ := st.resolveGit("/", filepath.Join(wt, ".git", "config"), 0)
+			if err := protectRepos(targets, wt, ".git/config"); err != nil {
+				return nil, nil, err
 			}
 		}
 	}

@@ -67,6 +67,22 @@ func worktreeOf(path string) string {
 	return ""
 }
 
+// enclosingWorktree returns the directory above root (canonical) that
+// holds a ".git" (a directory, a file or a link), the nearest one, as git
+// finds a repository from a directory inside it (git(1), "GIT_DIR"; file
+// system boundaries and GIT_CEILING_DIRECTORIES are not honoured: taking
+// a repository git would not is the safe side), or "" when there is none.
+func (st statCache) enclosingWorktree(root string) string {
+	for d := filepath.Dir(root); ; d = filepath.Dir(d) {
+		if _, err := st.lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == "/" {
+			return ""
+		}
+	}
+}
+
 // repoProtected returns what the repository whose git directory is
 // gitdir (resolved) makes protected beyond its own "config" and
 // "hooks/", worktree being the directory git runs in ("" for none

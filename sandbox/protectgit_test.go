@@ -351,3 +351,26 @@ func BenchmarkNewPolicyProtectGit(b *testing.B) {
 		})
 	}
 }
+
+// TestResolveProtectRootInsideWorktree: a writable root that is a
+// subdirectory of a checkout gets what the enclosing repository's files
+// name inside it protected: the hooks directory core.hooksPath names,
+// and the .git file of a submodule checked out there.
+func TestResolveProtectRootInsideWorktree(t *testing.T) {
+	t.Parallel()
+	base := gitTree(t, map[string]string{
+		".git/HEAD":           "x\n",
+		".git/config":         "[core]\n\thooksPath = sub/hooks\n",
+		".gitmodules":         "[submodule \"m\"]\n\tpath = sub/mod\n",
+		".git/modules/m/HEAD": "x\n", ".git/modules/m/config": "[core]\n",
+		"sub/hooks/pre-commit": "#!/bin/sh\n",
+		"sub/mod/.git":         "gitdir: ../../.git/modules/m\n",
+	})
+	root := filepath.Join(base, "sub")
+	got := protectedKinds(t, []string{root}, []string{".git/config", ".git/hooks/"})
+	require.Equal(t, protectDir, got[root+"/hooks"])
+	require.Equal(t, protectFile, got[root+"/mod/.git"])
+	// Not without .git/config in the list.
+	got = protectedKinds(t, []string{root}, []string{".git/hooks/"})
+	require.NotContains(t, got, root+"/hooks")
+}
