@@ -102,9 +102,10 @@ func (st statCache) enclosingWorktree(root string) string {
 //     ".git/config" is marked [gitPath.repo], for the caller to handle
 //     the repository it resolves to in turn (nested submodules).
 //
-// done holds the git directories already handled in this resolution;
-// gitdir is added. Paths outside every writable root are returned too:
-// [Policy] drops them.
+// done holds the (git directory, working tree) pairs already handled in
+// this resolution, which return nothing; this one is added. Paths
+// outside every writable root are returned too:
+// [statCache.protectTarget] passes over them.
 //
 // # Errors
 //
