@@ -224,9 +224,13 @@ func submodulePaths(worktree string) ([]gitPath, error) {
 //     relative path is relative to where hooks run, githooks(5): the
 //     working tree's top in a non-bare repository, the git directory in
 //     a bare one);
-//   - each "core.fsmonitor" that is not a boolean: a command git runs
-//     in the working tree ("core.fsmonitor"), taken as a path whole and,
-//     when it has several words, word by word (its script).
+//   - each "core.fsmonitor" that is not a boolean: the hook git runs in
+//     the working tree ("core.fsmonitor"), taken as a path whole when it
+//     is one word, and each of its words that is a path
+//     ([commandPaths]);
+//   - in the value of every other key that git runs as a command
+//     ([isGitCommandKey]), each word that is a path: a script in the
+//     working tree ("./tools/textconv.sh") the job could rewrite.
 //
 // Every value set is taken, not only the last: each file is what it was
 // when the job starts, and taking them all errs on the safe side. The
@@ -280,19 +284,69 @@ func (st statCache) configProtected(gitdir string, worktrees []string) ([]gitPat
 			if _, ok := parseGitBool(v.value, v.noValue); ok || v.value == "" {
 				continue
 			}
-			words := []string{v.value}
-			if f := strings.Fields(v.value); len(f) > 1 {
-				words = append(words, f...)
+			if p := expandGitPath(v.value); p != "" && !strings.ContainsAny(p, " \t") {
+				at(p, false, why) // the hook's path
 			}
-			for _, w := range words {
-				w = strings.Trim(w, `"'`)
-				if p := expandGitPath(w); p != "" && !strings.HasPrefix(p, "-") {
+			for _, p := range commandPaths(v.value) {
+				at(p, false, why)
+			}
+		default:
+			if isGitCommandKey(v) {
+				for _, p := range commandPaths(strings.TrimPrefix(v.value, "!")) {
 					at(p, false, why)
 				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// commandPaths returns the words of a shell command that name a path
+// (hold a "/", or start with "~"), quotes removed and "~" expanded: what
+// it runs or reads by path, relative to where it runs. A word without
+// "/" is looked up on $PATH when it is the command, and is left out
+// when it is an argument too (naming every word would protect files
+// called "clean" or "--wait").
+func commandPaths(cmd string) []string {
+	var out []string
+	for _, w := range strings.Fields(cmd) {
+		w = strings.Trim(w, `"'`)
+		if !strings.Contains(w, "/") && !strings.HasPrefix(w, "~") {
+			continue
+		}
+		if p := expandGitPath(w); p != "" && !strings.HasPrefix(p, "-") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isGitCommandKey reports whether git runs v's value as a shell command
+// (git-config(1)): core.sshCommand, core.pager, core.editor,
+// core.askPass, sequence.editor, gpg.program and gpg.<format>.program,
+// diff.external, diff.<driver>.command and .textconv,
+// filter.<driver>.clean, .smudge and .process, merge.<driver>.driver,
+// credential.helper and credential.<url>.helper, pager.<command>,
+// alias.<name> (when it starts with "!"), difftool.<tool>.cmd,
+// mergetool.<tool>.cmd and browser.<tool>.cmd.
+func isGitCommandKey(v gitVar) bool {
+	sub := v.subsection != ""
+	switch v.section + "." + v.name {
+	case "core.sshcommand", "core.pager", "core.editor", "core.askpass", "sequence.editor", "diff.external":
+		return !sub
+	case "gpg.program", "credential.helper":
+		return true
+	case "diff.command", "diff.textconv", "filter.clean", "filter.smudge", "filter.process", "merge.driver",
+		"difftool.cmd", "mergetool.cmd", "browser.cmd":
+		return sub
+	}
+	switch v.section {
+	case "pager":
+		return !sub
+	case "alias":
+		return strings.HasPrefix(v.value, "!")
+	}
+	return false
 }
 
 // readGitConfig appends the variables of the git configuration file

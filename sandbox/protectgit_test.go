@@ -244,9 +244,10 @@ func TestResolveProtectHooksPath(t *testing.T) {
 			"[includeIf \"onbranch:main\"]\n\tpath = " + outside + "/shared.inc\n",
 		".husky/_/pre-commit": "#!/bin/sh\n",
 		"conf/one.inc":        "[include]\n\tpath = two.inc\n",
-		"conf/two.inc":        "[core]\n\thooksPath = \"ABS\"\n\tfsmonitor = \"sh tools/fsmon.sh --flag\"\n[core]\n\tfsmonitor = true\n",
-		"tools/fsmon.sh":      "#!/bin/sh\n",
-		"abs-hooks/":          "",
+		"conf/two.inc": "[core]\n\thooksPath = \"ABS\"\n\tfsmonitor = \"sh tools/fsmon.sh --flag\"\n[core]\n\tfsmonitor = true\n" +
+			"[diff \"x\"]\n\ttextconv = tools/textconv\n[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n[alias]\n\tc = !./tools/clean\n\tx = log ./not/a/command\n",
+		"tools/fsmon.sh": "#!/bin/sh\n",
+		"abs-hooks/":     "",
 	})
 	two := filepath.Join(root, "conf/two.inc")
 	data, err := os.ReadFile(two)
@@ -262,11 +263,14 @@ func TestResolveProtectHooksPath(t *testing.T) {
 		"abs-hooks":          protectDir,
 		"tools/fsmon.sh":     protectFile,
 		"hooks-from-outside": protectAbsent, // a missing directory at the top is watched
-		"sh":                 protectAbsent, // the command's first word, taken as a path
+		"tools/textconv":     protectAbsent, // a command key's path word
+		"tools/clean":        protectAbsent,
 	} {
 		require.Equal(t, k, got[filepath.Join(root, p)], p)
 	}
-	require.NotContains(t, got, filepath.Join(root, "--flag"))
+	for _, w := range []string{"sh", "--flag", "clean", "git-lfs", "%f", "x", "not/a/command", "sh tools"} {
+		require.NotContains(t, got, filepath.Join(root, w), "a word that is no path")
+	}
 	require.NotContains(t, got, filepath.Join(root, "true"))
 
 	// A missing include is protected too (git skips it; a job would
