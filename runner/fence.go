@@ -163,6 +163,13 @@ func (f Fence) readState() *fenceState {
 		add(h, false)
 	}
 	for _, pat := range f.hidePatterns {
+		if !strings.ContainsAny(pat, `*?[\`) {
+			// A literal entry: hidden wherever its links lead (a
+			// ~/.ssh that stow or chezmoi made a link to dotfiles/ssh),
+			// as the docs tell operators to name such a secret.
+			add(pat, true)
+			continue
+		}
 		if c, err := filepath.EvalSymlinks(pat); err == nil && c == filepath.Clean(pat) {
 			// A path whose name holds a glob's metacharacters
 			// ("cfg[prod]") is hidden as named too (reached through no

@@ -228,3 +228,46 @@ func TestE2EHiddenSecretsAgainstJobsTricks(t *testing.T) {
 		require.Contains(t, errOut, "is hidden from every job")
 	})
 }
+
+// TestE2EHiddenSecretsBehindLinks: a default hide entry that is itself a
+// link (stow, yadm or chezmoi make ~/.ssh a link to dotfiles/ssh, a
+// relative one, and ~/.pgpass one to a file) is hidden where it leads,
+// and so is a literal policy entry naming a link, at both grades.
+func TestE2EHiddenSecretsBehindLinks(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		home, err := os.MkdirTemp("/var/tmp", "paddock-hide-links-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(home) })
+		require.NoError(t, os.Chmod(home, 0o755))
+		dot := filepath.Join(home, "dotfiles")
+		for _, d := range []string{"ssh", "aws", "mine"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(dot, d), 0o700))
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dot, "ssh", "id_ed25519"), []byte("SECRET-SSH\n"), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dot, "aws", "credentials"), []byte("SECRET-AWS\n"), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dot, "pgpass"), []byte("SECRET-PGPASS\n"), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dot, "mine", "token"), []byte("SECRET-MINE\n"), 0o600))
+		require.NoError(t, os.Symlink("dotfiles/ssh", filepath.Join(home, ".ssh")))
+		require.NoError(t, os.Symlink(filepath.Join(dot, "aws"), filepath.Join(home, ".aws")))
+		require.NoError(t, os.Symlink("dotfiles/pgpass", filepath.Join(home, ".pgpass")))
+		require.NoError(t, os.Symlink("dotfiles/mine", filepath.Join(home, "mine-link")))
+		b.Env = append(b.Env, "HOME="+home)
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q]\n", filepath.Join(home, "mine-link")))
+		job := b.WriteJob("peek.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = \"cat %s %s %s %s 2>&1; true\"\n",
+			t.TempDir(), filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(home, ".aws", "credentials"),
+			filepath.Join(home, ".pgpass"), filepath.Join(home, "mine-link", "token")))
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out, "SECRET", "a secret behind a link was read")
+
+		// With the list emptied the same job reads them all: the check
+		// above can fail.
+		b.SetPolicy("hide = []\n")
+		out, errOut, code = b.Run("run", job)
+		require.Equal(t, 0, code, errOut)
+		for _, s := range []string{"SECRET-SSH", "SECRET-AWS", "SECRET-PGPASS", "SECRET-MINE"} {
+			require.Contains(t, out, s)
+		}
+	})
+}
