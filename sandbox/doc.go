@@ -152,8 +152,11 @@
 //
 // A classic BPF program (golang.org/x/net/bpf), built per architecture
 // (x86-64, arm64) from the kernel's syscall numbers. It refuses with
-// EPERM, never by killing: socket(AF_UNIX) unless the policy has
-// UnixSockets (socketpair(2) is always allowed); ioctl TIOCSTI and
+// EPERM, never by killing: socket(AF_UNIX) and socketpair(AF_UNIX,
+// SOCK_DGRAM) unless the policy has UnixSockets (each socket of a
+// datagram pair can sendto(2) or connect(2) to any path socket; a stream
+// or seqpacket pair stays connected to its peer and is always allowed);
+// ioctl TIOCSTI and
 // TIOCLINUX; clone and unshare with CLONE_NEWUSER; setns; keyctl,
 // add_key, request_key; io_uring_setup, _enter, _register; mount,
 // umount2, pivot_root and the new mount API (open_tree, open_tree_attr,
@@ -166,9 +169,9 @@
 // families, whatever the policy's Network, and fail with EAFNOSUPPORT
 // (the kernel's answer for a family it lacks) for every other one:
 //
-//   - AF_UNIX: socketpair(2), pipes between a job's own processes; and
-//     socket(2) under UnixSockets (the EPERM rule above is checked
-//     first, unchanged);
+//   - AF_UNIX: socketpair(2), pipes between a job's own processes
+//     (SOCK_DGRAM pairs under UnixSockets only); and socket(2) under
+//     UnixSockets (the EPERM rules above are checked first);
 //   - AF_INET, AF_INET6: TCP and UDP; without Network the job has its own
 //     network namespace (--unshare-net) with only a loopback;
 //   - AF_NETLINK: the network namespace's own interfaces and routes,

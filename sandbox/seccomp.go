@@ -89,7 +89,11 @@ type seccompRule struct {
 	// these, and refused with othersErrno otherwise.
 	allowOnly   []uint32
 	othersErrno unix.Errno
-	why         string
+	// dgramUnix refuses, with EPERM unless SeccompParams.UnixSockets,
+	// the call whose argument (arg) is AF_UNIX and whose next one, the
+	// type, is SOCK_DGRAM (SOCK_CLOEXEC and SOCK_NONBLOCK aside).
+	dgramUnix bool
+	why       string
 }
 
 // socketFamily is an address family a job may create sockets of.
@@ -128,8 +132,8 @@ var seccompRules = []seccompRule{
 	{name: "socket", arg: 0, anyOf: []uint32{unix.AF_UNIX}, unixSocket: true,
 		allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT,
 		why: "a Unix socket reaches host services (a path socket through the read-only root, an abstract one through a shared network); socketpair(2) stays allowed; any family but socketFamilies' fails with EAFNOSUPPORT"},
-	{name: "socketpair", arg: 0, allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT,
-		why: "socketpair(2) creates sockets of its family too (AF_TIPC has pairs): the same families as socket(2)"},
+	{name: "socketpair", arg: 0, allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT, dgramUnix: true,
+		why: "socketpair(2) creates sockets of its family too (AF_TIPC has pairs): the same families as socket(2); and an AF_UNIX datagram pair's sockets can each sendto(2) or connect(2) to any path socket of the host, as a socket(AF_UNIX) could (a stream or seqpacket pair stays connected to its peer)"},
 	{name: "ioctl", arg: 1, anyOf: []uint32{unix.TIOCSTI, unix.TIOCLINUX},
 		why: "TIOCSTI pushes input into a terminal (CVE-2017-5226), TIOCLINUX does the same through a virtual console's selection (CVE-2023-28100)"},
 	{name: "clone", arg: 0, bits: unix.CLONE_NEWUSER, why: "a new user namespace gives the job every capability again inside it"},
@@ -236,6 +240,15 @@ func SeccompProgram(p SeccompParams) ([]bpf.Instruction, error) {
 		// has one rule. The load takes the argument's low 32 bits.
 		prog.jumpIf(bpf.JumpEqual, nr, "", next)
 		prog.load(seccompDataArgs + 8*uint32(r.arg))
+		if r.dgramUnix && !p.UnixSockets {
+			// The accumulator keeps the family on the way to notUnix.
+			notUnix := fmt.Sprintf("notunix%d", i)
+			prog.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "", notUnix)
+			prog.load(seccompDataArgs + 8*uint32(r.arg+1))
+			prog.and(sockTypeMask)
+			prog.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, errnoLabel(0), allow)
+			prog.label(notUnix)
+		}
 		if !lifted {
 			for _, v := range r.anyOf {
 				prog.jumpIf(bpf.JumpEqual, v, ret, "")
@@ -318,6 +331,16 @@ func (p *program) jumpIf(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string) 
 }
 
 func (p *program) ret(v uint32) { p.insns = append(p.insns, bpf.RetConstant{Val: v}) }
+
+// and ands the accumulator with v.
+func (p *program) and(v uint32) {
+	p.insns = append(p.insns, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: v})
+}
+
+// sockTypeMask keeps a socket type's kind (SOCK_STREAM, SOCK_DGRAM, ...)
+// of the type argument, without SOCK_CLOEXEC and SOCK_NONBLOCK
+// (linux/net.h, SOCK_TYPE_MASK).
+const sockTypeMask = 0xf
 
 func (p *program) label(name string) {
 	if p.labels == nil {

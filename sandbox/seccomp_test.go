@@ -94,6 +94,11 @@ func TestSeccompProgram(t *testing.T) {
 				{"socket AF_MAX", call("socket", unix.AF_MAX, unix.SOCK_STREAM), retEAFNO},
 				{"socketpair AF_UNIX", call("socketpair", unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
 				{"socketpair AF_UNIX, upper half set", call("socketpair", high|unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+				{"socketpair AF_UNIX SOCK_SEQPACKET", call("socketpair", unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC), retAllow},
+				{"socketpair AF_UNIX SOCK_DGRAM", call("socketpair", unix.AF_UNIX, unix.SOCK_DGRAM), retEPERM},
+				{"socketpair AF_UNIX SOCK_DGRAM|SOCK_CLOEXEC|SOCK_NONBLOCK", call("socketpair", unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK), retEPERM},
+				{"socketpair AF_UNIX SOCK_DGRAM, upper halves set", call("socketpair", high|unix.AF_UNIX, high|unix.SOCK_DGRAM), retEPERM},
+				{"socketpair AF_INET SOCK_DGRAM", call("socketpair", unix.AF_INET, unix.SOCK_DGRAM), retAllow},
 				{"socketpair AF_TIPC", call("socketpair", unix.AF_TIPC, unix.SOCK_STREAM), retEAFNO},
 				{"socketpair AF_VSOCK", call("socketpair", unix.AF_VSOCK, unix.SOCK_STREAM), retEAFNO},
 				{"ioctl TIOCSTI", call("ioctl", 0, unix.TIOCSTI), retEPERM},
@@ -185,6 +190,7 @@ func TestSeccompProgram(t *testing.T) {
 			require.Equal(t, retAllow, runFilter(t, open, call("socket", unix.AF_INET6, unix.SOCK_STREAM)))
 			require.Equal(t, retAllow, runFilter(t, open, call("socket", unix.AF_NETLINK, unix.SOCK_RAW)))
 			require.Equal(t, retAllow, runFilter(t, open, call("socketpair", unix.AF_UNIX, unix.SOCK_STREAM)))
+			require.Equal(t, retAllow, runFilter(t, open, call("socketpair", unix.AF_UNIX, unix.SOCK_DGRAM)))
 			require.Equal(t, retEAFNO, runFilter(t, open, call("socket", unix.AF_VSOCK, unix.SOCK_STREAM)))
 			require.Equal(t, retEAFNO, runFilter(t, open, call("socket", unix.AF_PACKET, unix.SOCK_RAW)))
 			require.Equal(t, retEAFNO, runFilter(t, open, call("socketpair", unix.AF_TIPC, unix.SOCK_STREAM)))

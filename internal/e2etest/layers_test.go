@@ -589,3 +589,68 @@ func TestE2ELayersReported(t *testing.T) {
 		}
 	})
 }
+
+// TestE2ELayersUnixDatagramPair: a job cannot reach a host service's
+// datagram path socket through a pair of its own: each socket of a
+// socketpair(AF_UNIX, SOCK_DGRAM) could sendto(2) or connect(2) to any
+// path socket, as a socket(AF_UNIX) could, so the pair is refused (EPERM)
+// unless the job has unix_sockets; with it (the policy allowing it), the
+// host service hears the job, so the check can fail. Both grades.
+func TestE2ELayersUnixDatagramPair(t *testing.T) {
+	t.Parallel()
+	python := requirePython(t)
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		path := filepath.Join(hostDirUnder(t, "/var/tmp"), "dg.sock")
+		conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		require.NoError(t, os.Chmod(path, 0o777))
+		heard := make(chan string, 8)
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				n, _, err := conn.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				heard <- string(buf[:n])
+			}
+		}()
+		script := fmt.Sprintf(`import socket
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"sendto", %q)
+    b.connect(%q)
+    b.send(b"connect")
+    print("SENT")
+except OSError as e:
+    print("errno", e.errno)
+`, path, path)
+		b.SetPolicy("unix_sockets = true\nallow_network = true\n")
+		run := func(keys string) string {
+			job := b.WriteJob("dgram.toml", keys+fmt.Sprintf("\ncommand = %s\n", tomlArray(python, "-c", script)))
+			out, errOut, code := b.Run("run", job)
+			require.Equal(t, 0, code, out+errOut)
+			return out
+		}
+		for _, network := range []bool{false, true} {
+			out := run(fmt.Sprintf("mode = \"read_only\"\nnetwork = %v", network))
+			require.Equal(t, fmt.Sprintf("errno %d\n", unix.EPERM), out, "network = %v", network)
+		}
+		select {
+		case m := <-heard:
+			require.Fail(t, "the host service heard a confined job", m)
+		default:
+		}
+		out := run("mode = \"read_only\"\nunix_sockets = true")
+		require.Equal(t, "SENT\n", out)
+		for _, want := range []string{"sendto", "connect"} {
+			select {
+			case m := <-heard:
+				require.Equal(t, want, m)
+			case <-time.After(10 * time.Second):
+				require.Fail(t, "the host service did not hear a job with unix_sockets", want)
+			}
+		}
+	})
+}
