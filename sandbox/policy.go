@@ -164,7 +164,8 @@ func (p Policy) protectedLinks() []ProtectedLink { return slices.Clone(p.links) 
 
 // keepAroundHidden adds to pm (sorted, a directory before what it
 // contains) a kept mount (bound onto itself, writable) for each directory
-// between a writable root and a hidden path inside it, as [resolveProtect]
+// between a writable root and a hidden path inside it (or a root inside
+// it, whose binds a rename would carry away as well), as [resolveProtect]
 // keeps the directories on the way to a protected path. A hidden path is
 // covered in the sandbox's view only: a job that renamed a directory on
 // its way would carry the cover along, leave the hidden path at a new
@@ -376,7 +377,11 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 				return Policy{}, err
 			}
 		}
-		pm = keepAroundHidden(pm, out.Roots(), append(slices.Clone(out.hide), out.hideFiles...))
+		// A root inside another is kept in its place as a hidden path
+		// is: a job that renamed a directory between the two would carry
+		// the inner root's binds (its protected and hidden paths) away
+		// and make new directories of its own at the inner root's name.
+		pm = keepAroundHidden(pm, out.Roots(), slices.Concat(out.hide, out.hideFiles, out.Roots()))
 		// What is hidden is out of reach already, and a hidden directory
 		// inside a root is a read-only tmpfs that could take no mount
 		// point.

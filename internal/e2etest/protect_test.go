@@ -706,3 +706,41 @@ sleep 300; echo outlived
 		require.NotContains(t, j.Reason, "failed")
 	})
 }
+
+// TestE2EProtectedNestedRoots: a writable root inside the workspace keeps
+// its place: the job cannot rename a directory between the two (EBUSY)
+// to carry the inner root's protected and hidden paths away and make
+// its own directories at the inner root's name. Both grades.
+func TestE2EProtectedNestedRoots(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		ws := hostDirUnder(t, "/var/tmp")
+		require.NoError(t, os.Chmod(ws, 0o777))
+		sub := filepath.Join(ws, "a", "sub")
+		require.NoError(t, os.MkdirAll(sub, 0o777))
+		require.NoError(t, os.Chmod(filepath.Join(ws, "a"), 0o777))
+		require.NoError(t, os.Chmod(sub, 0o777))
+		require.NoError(t, os.WriteFile(filepath.Join(sub, ".bashrc"), []byte("# mine\n"), 0o666))
+		require.NoError(t, os.WriteFile(filepath.Join(sub, "secret"), []byte("SECRET-NESTED\n"), 0o644))
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q]\n", filepath.Join(sub, "secret")))
+		job := b.WriteJob("nested.toml", fmt.Sprintf(`name = "nested"
+mode = "workspace_write"
+workspace = %q
+writable = [%q]
+command = '''
+mv a moved 2>/dev/null && echo MOVED
+mkdir -p a/sub 2>/dev/null
+echo evil > a/sub/.bashrc 2>/dev/null && echo WROTE
+cat a/sub/secret moved/sub/secret 2>/dev/null
+true
+'''
+`, ws, sub))
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		require.NotContains(t, out, "MOVED")
+		require.NotContains(t, out, "WROTE")
+		require.NotContains(t, out, "SECRET")
+		require.NoDirExists(t, filepath.Join(ws, "moved"))
+		requireMine(t, sub, ".bashrc")
+	})
+}
