@@ -22,6 +22,25 @@ import (
 type app struct {
 	*compose.Install
 	store queue.Store
+	// created is set when opening the queue made it: the state
+	// directory held no SQLite file.
+	created bool
+}
+
+// warnCreated writes, when opening a made the queue, that it did, on
+// stderr (a messageType object under --json): a mistyped --state-dir
+// would otherwise run or queue jobs under a fresh queue's default
+// policy, not the operator's, with nothing said.
+func (a *app) warnCreated(cmd *cobra.Command, gopts *GlobalOptions, messageType string) {
+	if !a.created {
+		return
+	}
+	msg := fmt.Sprintf("no queue was at %s: made a new one, under the default policy; check --state-dir (or $PADDOCK_STATE_DIR) if the queue you meant is elsewhere", a.StateDir)
+	if gopts.JSON {
+		writeJSON(termSafeWriter{cmd.ErrOrStderr()}, map[string]any{"message_type": messageType, "message": msg})
+		return
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", termSafe(msg))
 }
 
 // loadConfig reads --config (a missing file at the default path is fine)
@@ -80,11 +99,14 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	if err != nil {
 		return nil, err
 	}
-	if existing && cfg.Store == "" {
+	missing := false
+	if cfg.Store == "" {
 		db := runner.StateDir{Root: stateDir}.Database()
 		// A file given as the state directory is left to newAppAt: a
 		// state directory that cannot be used (exit 1).
-		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(db)
+		missing = errors.Is(err, fs.ErrNotExist)
+		if missing && existing {
 			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)
 		}
 	}
@@ -95,6 +117,7 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
+	a.created = missing
 	return a, nil
 }
 

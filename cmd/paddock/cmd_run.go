@@ -92,6 +92,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	if err != nil {
 		return enqueueError(err)
 	}
+	a.warnCreated(cmd, gopts, "run_warning")
 	id := jobs[0].ID
 	note := func(event, text string, attempt int) {
 		if gopts.JSON {

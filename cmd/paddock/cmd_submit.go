@@ -287,6 +287,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		}
 		reportSubmittedSchedules(ctx, a, f.specs, f.path, out, gopts.JSON) // cmd_schedules.go
 	}
+	a.warnCreated(cmd, gopts, "submit_warning")
 	warnUnrunnable(cmd.ErrOrStderr(), a, files, gopts.JSON)
 	_ = runner.Wake(a.StateDir)
 	if !opts.Wait {

@@ -568,6 +568,19 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 	out, errOut, code := b.Run("ls")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "one")
+	// submit and run make the queue too, and say so when they had to:
+	// its policy is the default, not the operator's of the queue meant.
+	other := filepath.Join(b.Dir, "other-state")
+	one := b.WriteJob("two.toml", "[[job]]\nname = \"two\"\nmode = \"read_only\"\ncommand = [\"true\"]\n")
+	_, errOut, code = b.Run("--state-dir", other, "submit", one)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "paddock: warning: no queue was at "+other+": made a new one, under the default policy")
+	_, errOut, code = b.Run("--state-dir", other, "submit", b.WriteJob("three.toml", "[[job]]\nname = \"three\"\ncommand = [\"true\"]\n"))
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, "no queue was at", "the queue is there now")
+	_, errOut, _ = b.Run("--state-dir", filepath.Join(b.Dir, "run-state"), "run", one)
+	require.Contains(t, errOut, "paddock: warning: no queue was at "+filepath.Join(b.Dir, "run-state"))
+
 	// A worker makes the queue it runs, and says so when it had to: its
 	// drain of an empty one is no proof of the jobs' end.
 	_, errOut, code = b.Run("--state-dir", typo, "worker", "--drain")
