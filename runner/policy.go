@@ -482,8 +482,14 @@ func (p Policy) Judge(a Ask) *RefusedError {
 			if path == "" || underAny(path, p.WorkspaceRoots) {
 				return nil
 			}
+			named := fmt.Sprintf("%q", path)
+			if c := canonicalOrClean(path); c != filepath.Clean(path) {
+				// Judged where its links lead, which the job may have
+				// chosen.
+				named += fmt.Sprintf(" (which leads to %q)", c)
+			}
 			return &RefusedError{Key: key, Ceiling: CeilingWorkspaceRoots,
-				Msg: fmt.Sprintf("%q is not under any of the policy's workspace_roots (%s): choose a directory under one, or the operator may add it there", path, strings.Join(p.WorkspaceRoots, ", "))}
+				Msg: fmt.Sprintf("%s is not under any of the policy's workspace_roots (%s): choose a directory under one, or the operator may add it there", named, strings.Join(p.WorkspaceRoots, ", "))}
 		}
 		if e := check("workspace", a.Workspace); e != nil {
 			return e

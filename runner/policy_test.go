@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -147,6 +148,13 @@ func TestPolicyJudge(t *testing.T) {
 	require.Equal(t, "writable", r.Key)
 	require.Contains(t, r.Msg, `"/etc/cron.d" is in /etc, a system directory`)
 	require.Contains(t, r.Msg, "listing it in workspace_roots")
+	// A path refused for where its link leads says where that is.
+	r = roots.Judge(Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: escape})
+	target, err := filepath.EvalSymlinks(escape)
+	require.NoError(t, err)
+	require.Contains(t, r.Msg, fmt.Sprintf("%q (which leads to %q) is not under any of the policy's workspace_roots", escape, target))
+	r = roots.Judge(Ask{Mode: sandbox.ModeWorkspaceWrite, Workspace: out})
+	require.NotContains(t, r.Msg, "leads to")
 }
 
 // TestPinnedInside: a pinned root inside one of the directories, by

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/internal/suggest"
 	"paddock/queue"
 )
 
@@ -64,7 +65,11 @@ func runLs(ctx context.Context, cmd *cobra.Command, opts LsOptions, gopts *Globa
 	}
 	for _, s := range opts.States {
 		if !valid[s] {
-			return usagef("--state %q: want one of %s", s, statesList())
+			var names []string
+			for _, st := range queue.JobStates() {
+				names = append(names, string(st))
+			}
+			return usagef("--state %q: want one of %s%s", s, statesList(), suggest.DidYouMean(s, names))
 		}
 		p.States = append(p.States, queue.JobState(s))
 	}
