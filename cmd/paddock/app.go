@@ -193,11 +193,12 @@ func (a *app) newChain(ctx context.Context, prewarm bool) (*hooks.Chain, error) 
 // loadPolicy binds the app to the queue's policy (compose.Install.
 // LoadPolicy): a process whose config or modules do not match it, or a
 // stored policy that does not parse here, is refused with exit 2, saying
-// which and how to fix it.
-func (a *app) loadPolicy(ctx context.Context) error {
+// which and how to fix it; refused says what was not done ("nothing was
+// enqueued", "not running the queue's jobs").
+func (a *app) loadPolicy(ctx context.Context, refused string) error {
 	err := a.LoadPolicy(ctx, a.store)
 	if errors.Is(err, runner.ErrPolicyMismatch) || errors.Is(err, runner.ErrPolicy) {
-		return &usageError{fmt.Errorf("not running the queue's jobs: %w", err)}
+		return &usageError{fmt.Errorf("%s: %w", refused, err)}
 	}
 	return err
 }

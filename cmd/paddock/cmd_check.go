@@ -71,7 +71,7 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 			return err
 		}
 		defer a.Close()
-		if err := a.loadPolicy(ctx); err != nil {
+		if err := a.loadPolicy(ctx, "nothing was checked"); err != nil {
 			return err
 		}
 	}

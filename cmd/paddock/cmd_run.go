@@ -67,7 +67,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 		return err
 	}
 	defer a.Close()
-	if err := a.loadPolicy(ctx); err != nil {
+	if err := a.loadPolicy(ctx, "not running the job"); err != nil {
 		return err
 	}
 	probe, probeErr := a.Probe(ctx)

@@ -253,7 +253,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return err
 	}
 	defer a.Close()
-	if err := a.loadPolicy(ctx); err != nil {
+	if err := a.loadPolicy(ctx, "nothing was enqueued"); err != nil {
 		return err
 	}
 	if err := checkFiles(a.CheckSpecs, files); err != nil {

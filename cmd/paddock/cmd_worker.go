@@ -186,7 +186,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	default:
 		log.Info("queue", "db", db)
 	}
-	if err := a.loadPolicy(ctx); err != nil {
+	if err := a.loadPolicy(ctx, "not running the queue's jobs"); err != nil {
 		return err
 	}
 	type probed struct {

@@ -113,9 +113,18 @@ settings = { deny = [] }
 	ids := b.Submit(b.WriteJob("rm.toml", jobs.String()))
 	require.Len(t, ids, 10)
 
+	// submit and check with the odd config refuse, each saying what it
+	// did not do.
+	for cmd, refused := range map[string]string{"submit": "nothing was enqueued: ", "check": "nothing was checked: "} {
+		_, errOut, code := b.Run("--config", odd, cmd, b.WriteJob("one.toml", "command = [\"true\"]\n"))
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, "paddock: "+refused+"runner: this process does not match the queue's policy", cmd)
+	}
+
 	// The odd worker refuses before it claims anything.
 	out, errOut, code := b.Run("--config", odd, "worker", "--drain")
 	require.Equal(t, 2, code, out+errOut)
+	require.Contains(t, errOut, "paddock: not running the queue's jobs: ")
 	require.Contains(t, errOut, `"allow-all"`)
 	require.Contains(t, errOut, `"deny-rm"`)
 	require.Contains(t, errOut, "remove the [[hook]] tables")
