@@ -193,6 +193,10 @@ func readHookCases(file string) (cases []hookCase, settings map[string]any, line
 	}
 	kl := tomlfile.Locate(tomlfile.TrimBOM(data), true)
 	var problems []string
+	// next is, for a key path the decoder names once per [[case]] that
+	// has it, the case to look in from: its N-th naming is the N-th case
+	// holding it.
+	next := map[string]int{}
 	for _, k := range md.Undecoded() {
 		if len(k) > 1 && k[0] == "settings" {
 			continue // the hook's to judge
@@ -204,18 +208,21 @@ func readHookCases(file string) (cases []hookCase, settings map[string]any, line
 		case len(k) == 2 && k[0] == "case":
 			cands = hookCaseKeys
 		}
-		// The decoder names a key of the N-th [[case]] "case.KEY": the
-		// scan places it in the first case that has it.
+		// The decoder names a key of any [[case]] "case.KEY", once for
+		// each case that has it, in order: the scan places the N-th in
+		// the N-th case that has it, and the message names the case.
 		line := kl.Lookup(k.String())
+		where := k.String()
 		if len(k) >= 2 && k[0] == "case" {
-			for i := range f.Case {
+			for i := next[k.String()]; i < len(f.Case); i++ {
 				if l, ok := kl["case."+strconv.Itoa(i)+"."+strings.Join(k[1:], ".")]; ok {
-					line = l
+					line, where = l, fmt.Sprintf("case %d: %s", i+1, strings.Join(k[1:], "."))
+					next[k.String()] = i + 1
 					break
 				}
 			}
 		}
-		problems = append(problems, fmt.Sprintf("%s:%d: %s: unknown key%s", file, line, k.String(), suggest.DidYouMean(k[len(k)-1], cands)))
+		problems = append(problems, fmt.Sprintf("%s:%d: %s: unknown key%s", file, line, where, suggest.DidYouMean(k[len(k)-1], cands)))
 	}
 	if len(problems) > 0 {
 		return nil, nil, nil, usagef("%s", strings.Join(problems, "\n"))

@@ -124,7 +124,9 @@ func TestHookCasesFileErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ text, want string }{
-		"unknown key":    {"[[case]]\nargv = [\"x\"]\ndecison = \"deny\"\n", `:3: case.decison: unknown key (did you mean "decision"?)`},
+		"unknown key": {"[[case]]\nargv = [\"x\"]\ndecison = \"deny\"\n", `:3: case 1: decison: unknown key (did you mean "decision"?)`},
+		"unknown key, again": {"[[case]]\nargv = [\"x\"]\ndecison = \"deny\"\n[[case]]\nargv = [\"y\"]\n[[case]]\nargv = [\"z\"]\ndecison = \"deny\"\n",
+			":3: case 1: decison: unknown key (did you mean \"decision\"?)\n" + "FILE:8: case 3: decison: unknown key"},
 		"no decision":    {"[[case]]\nargv = [\"x\"]\n", `:1: case 1: decision: missing`},
 		"bad decision":   {"\n[[case]]\nargv = [\"x\"]\ndecision = \"Allow\"\n", `:2: case 1: decision: "Allow" is not "allow", "adjust" or "deny"`},
 		"no argv":        {"[[case]]\ndecision = \"allow\"\n", `:1: case 1: argv: missing`},
@@ -139,7 +141,7 @@ func TestHookCasesFileErrors(t *testing.T) {
 			err := runHookCases(context.Background(), opts, &GlobalOptions{StateDir: dir}, denylistWasm(t), &bytes.Buffer{})
 			var ue *usageError
 			require.ErrorAs(t, err, &ue)
-			require.ErrorContains(t, err, file+tc.want)
+			require.ErrorContains(t, err, file+strings.ReplaceAll(tc.want, "FILE", file))
 		})
 	}
 }
