@@ -223,6 +223,7 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		return nil
 	}
 	specs := make([]Spec, 0, len(list))
+	var tableOf []int // the [[job]] table each of specs came from
 	for i, m := range list {
 		sc := scope{kind: scopeJob, idx: i}
 		if n, ok := m["name"].(string); ok {
@@ -235,14 +236,17 @@ func (p *parser) file2specs(raw map[string]any) []Spec {
 		}
 		if s, ok := p.build(defaults, f, sc, line); ok {
 			specs = append(specs, s)
+			tableOf = append(tableOf, i)
 		}
 	}
-	p.checkBatch(specs, list)
+	p.checkBatch(specs, tableOf)
 	return specs
 }
 
-// checkBatch finds duplicate names and dependency cycles within a batch.
-func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
+// checkBatch finds duplicate names and dependency cycles within a batch;
+// tableOf[i] is the index of the [[job]] table specs[i] came from (a
+// table that did not build has no spec), for placing its keys.
+func (p *parser) checkBatch(specs []Spec, tableOf []int) {
 	first := map[string]int{}
 	scheduled := map[string]bool{}
 	for _, s := range specs {
@@ -253,7 +257,7 @@ func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
 	for i, s := range specs {
 		for _, a := range s.After {
 			if scheduled[a] {
-				p.add(p.keyLine("job."+strconv.Itoa(i)+".after"), "job "+strconv.Quote(s.Name), "after", fmt.Sprintf("%q is a schedule in this file, not a job: wait for one of its instances by id instead", a))
+				p.add(p.keyLine("job."+strconv.Itoa(tableOf[i])+".after"), "job "+strconv.Quote(s.Name), "after", fmt.Sprintf("%q is a schedule in this file, not a job: wait for one of its instances by id instead", a))
 			}
 		}
 	}
@@ -268,7 +272,7 @@ func (p *parser) checkBatch(specs []Spec, list []map[string]any) {
 		first[s.Name] = s.Line
 	}
 	batchCycles(specs, func(i int, cyc []string) {
-		p.add(p.keyLine("job."+strconv.Itoa(i)+".after"), "job "+strconv.Quote(specs[i].Name), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
+		p.add(p.keyLine("job."+strconv.Itoa(tableOf[i])+".after"), "job "+strconv.Quote(specs[i].Name), "after", "dependency cycle: "+strings.Join(cyc, " -> "))
 	})
 }
 

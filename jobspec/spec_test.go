@@ -166,6 +166,22 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// A dependency cycle is placed at its job's after key when a [[job]]
+// table before it was refused (and so has no spec).
+func TestParseCycleBehindARefusedJob(t *testing.T) {
+	t.Parallel()
+	src := "[[job]]\nname = \"bad\"\n[[job]]\nname = \"mid\"\ncommand = \"x\"\n[[job]]\nname = \"a\"\ncommand = \"x\"\nafter = [\"b\"]\n[[job]]\nname = \"b\"\ncommand = \"x\"\nafter = [\"a\"]\n"
+	_, err := jobspec.Parse("f.toml", []byte(src), "/d")
+	var verr *jobspec.ValidationError
+	require.True(t, errors.As(err, &verr), "%v", err)
+	require.Len(t, verr.Errors, 2, "%v", err)
+	require.Equal(t, 1, verr.Errors[0].Line)
+	cyc := verr.Errors[1]
+	require.Equal(t, "after", cyc.Key)
+	require.Contains(t, cyc.Message, "dependency cycle: a -> b -> a")
+	require.Equal(t, 9, cyc.Line, "a's after key")
+}
+
 func TestParseListsEveryError(t *testing.T) {
 	t.Parallel()
 	src := `[[job]]
