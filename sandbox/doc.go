@@ -152,10 +152,12 @@
 //
 // A classic BPF program (golang.org/x/net/bpf), built per architecture
 // (x86-64, arm64) from the kernel's syscall numbers. It refuses with
-// EPERM, never by killing: socket(AF_UNIX) and socketpair(AF_UNIX,
-// SOCK_DGRAM) unless the policy has UnixSockets (each socket of a
-// datagram pair can sendto(2) or connect(2) to any path socket; a stream
-// or seqpacket pair stays connected to its peer and is always allowed);
+// EPERM, never by killing: socket(AF_UNIX), and socketpair(AF_UNIX)
+// other than of SOCK_STREAM or SOCK_SEQPACKET, unless the policy has
+// UnixSockets (each socket of a datagram pair, SOCK_DGRAM or SOCK_RAW,
+// which the kernel makes one, can sendto(2) or connect(2) to any path
+// socket; a stream or seqpacket pair stays connected to its peer and is
+// always allowed);
 // ioctl TIOCSTI and
 // TIOCLINUX; clone and unshare with CLONE_NEWUSER; setns; keyctl,
 // add_key, request_key; io_uring_setup, _enter, _register; mount,

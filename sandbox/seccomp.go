@@ -91,7 +91,9 @@ type seccompRule struct {
 	othersErrno unix.Errno
 	// dgramUnix refuses, with EPERM unless SeccompParams.UnixSockets,
 	// the call whose argument (arg) is AF_UNIX and whose next one, the
-	// type, is SOCK_DGRAM (SOCK_CLOEXEC and SOCK_NONBLOCK aside).
+	// type, is not SOCK_STREAM or SOCK_SEQPACKET (SOCK_CLOEXEC and
+	// SOCK_NONBLOCK aside): SOCK_DGRAM, and SOCK_RAW, which the kernel
+	// makes a datagram socket (net/unix/af_unix.c, unix_create).
 	dgramUnix bool
 	why       string
 }
@@ -133,7 +135,7 @@ var seccompRules = []seccompRule{
 		allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT,
 		why: "a Unix socket reaches host services (a path socket through the read-only root, an abstract one through a shared network); socketpair(2) stays allowed; any family but socketFamilies' fails with EAFNOSUPPORT"},
 	{name: "socketpair", arg: 0, allowOnly: socketFamilyValues(), othersErrno: unix.EAFNOSUPPORT, dgramUnix: true,
-		why: "socketpair(2) creates sockets of its family too (AF_TIPC has pairs): the same families as socket(2); and an AF_UNIX datagram pair's sockets can each sendto(2) or connect(2) to any path socket of the host, as a socket(AF_UNIX) could (a stream or seqpacket pair stays connected to its peer)"},
+		why: "socketpair(2) creates sockets of its family too (AF_TIPC has pairs): the same families as socket(2); and an AF_UNIX datagram pair's sockets (SOCK_DGRAM, or SOCK_RAW, which the kernel makes one) can each sendto(2) or connect(2) to any path socket of the host, as a socket(AF_UNIX) could: only stream and seqpacket pairs, which stay connected to their peer"},
 	{name: "ioctl", arg: 1, anyOf: []uint32{unix.TIOCSTI, unix.TIOCLINUX},
 		why: "TIOCSTI pushes input into a terminal (CVE-2017-5226), TIOCLINUX does the same through a virtual console's selection (CVE-2023-28100)"},
 	{name: "clone", arg: 0, bits: unix.CLONE_NEWUSER, why: "a new user namespace gives the job every capability again inside it"},
@@ -244,9 +246,13 @@ func SeccompProgram(p SeccompParams) ([]bpf.Instruction, error) {
 			// The accumulator keeps the family on the way to notUnix.
 			notUnix := fmt.Sprintf("notunix%d", i)
 			prog.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "", notUnix)
+			// Only the connected kinds: the kernel makes SOCK_RAW a
+			// datagram socket too (unix_create), and a kind it adds
+			// later is refused until known.
 			prog.load(seccompDataArgs + 8*uint32(r.arg+1))
 			prog.and(sockTypeMask)
-			prog.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, errnoLabel(0), allow)
+			prog.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, allow, "")
+			prog.jumpIf(bpf.JumpEqual, unix.SOCK_SEQPACKET, allow, errnoLabel(0))
 			prog.label(notUnix)
 		}
 		if !lifted {

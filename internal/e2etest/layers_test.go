@@ -616,15 +616,17 @@ func TestE2ELayersUnixDatagramPair(t *testing.T) {
 				heard <- string(buf[:n])
 			}
 		}()
+		// SOCK_RAW too: the kernel makes it a datagram pair.
 		script := fmt.Sprintf(`import socket
-try:
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a.sendto(b"sendto", %q)
-    b.connect(%q)
-    b.send(b"connect")
-    print("SENT")
-except OSError as e:
-    print("errno", e.errno)
+for t in (socket.SOCK_DGRAM, socket.SOCK_RAW):
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, t)
+        a.sendto(b"sendto", %q)
+        b.connect(%q)
+        b.send(b"connect")
+        print("SENT")
+    except OSError as e:
+        print("errno", e.errno)
 `, path, path)
 		b.SetPolicy("unix_sockets = true\nallow_network = true\n")
 		run := func(keys string) string {
@@ -635,7 +637,7 @@ except OSError as e:
 		}
 		for _, network := range []bool{false, true} {
 			out := run(fmt.Sprintf("mode = \"read_only\"\nnetwork = %v", network))
-			require.Equal(t, fmt.Sprintf("errno %d\n", unix.EPERM), out, "network = %v", network)
+			require.Equal(t, strings.Repeat(fmt.Sprintf("errno %d\n", unix.EPERM), 2), out, "network = %v", network)
 		}
 		select {
 		case m := <-heard:
@@ -643,8 +645,8 @@ except OSError as e:
 		default:
 		}
 		out := run("mode = \"read_only\"\nunix_sockets = true")
-		require.Equal(t, "SENT\n", out)
-		for _, want := range []string{"sendto", "connect"} {
+		require.Equal(t, "SENT\nSENT\n", out)
+		for _, want := range []string{"sendto", "connect", "sendto", "connect"} {
 			select {
 			case m := <-heard:
 				require.Equal(t, want, m)
