@@ -785,9 +785,38 @@ func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, 
 		p.HideFiles = append(slices.Clone(p.HideFiles), st.hiddenFiles...)
 		if protect {
 			p.Protect = append(slices.Clone(p.Protect), f.protect...)
+			if p.Mode == sandbox.ModeWorkspaceWrite {
+				p.Protect = append(p.Protect, f.literalHidesIn(roots)...)
+			}
 		}
 	}
 	return sandbox.NewPolicy(p)
+}
+
+// literalHidesIn returns the literal hide entries (no glob metacharacter)
+// that lie inside one of roots (canonical), their last component as
+// named: protected as well as hidden (sandbox.PolicyParams.Protect). A
+// literal entry is hidden wherever its link leads, so a job that could
+// write where it lies would otherwise turn it into a link to another
+// job's workspace (hiding that for every job), or point an operator's
+// link elsewhere (the next jobs reading the secret it led to). Protected,
+// a link there is put back when a job replaces it, and a path made there
+// is moved aside, the job stopped.
+func (f Fence) literalHidesIn(roots []string) []string {
+	var out []string
+	for _, h := range f.hidePatterns {
+		if strings.ContainsAny(h, `*?[\`) {
+			continue
+		}
+		named := filepath.Join(canonicalPrefix(filepath.Dir(h)), filepath.Base(h))
+		for _, r := range roots {
+			if named != r && sandbox.Within(named, r) {
+				out = append(out, named)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // PinnedInside returns the first of pol's pinned roots (pins.Files, in

@@ -271,3 +271,40 @@ func TestE2EHiddenSecretsBehindLinks(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EHiddenLinksKeepTheirPlace: a literal hide entry inside a job's
+// writable root is protected too. A job that points an operator's link
+// (.env -> ../secrets/env) elsewhere is stopped and the link put back,
+// so the next job still cannot read the secret it led to; a job that
+// makes a missing literal entry a link to another job's workspace is
+// stopped and the link moved aside, so that workspace is not hidden from
+// its own jobs. Both grades.
+func TestE2EHiddenLinksKeepTheirPlace(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		top := hostDirUnder(t, "/var/tmp")
+		ws, secrets, other := filepath.Join(top, "ws"), filepath.Join(top, "secrets"), filepath.Join(top, "other")
+		for _, d := range []string{ws, secrets, other} {
+			require.NoError(t, os.Mkdir(d, 0o777))
+			require.NoError(t, os.Chmod(d, 0o777))
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(secrets, "env"), []byte("SECRET-ENV\n"), 0o644))
+		require.NoError(t, os.Symlink("../secrets/env", filepath.Join(ws, ".env")))
+		b.SetPolicy(fmt.Sprintf("hide = [\"@default\", %q, %q]\n", filepath.Join(ws, ".env"), filepath.Join(ws, "creds")))
+
+		swap := b.WriteJob("swap.toml", fmt.Sprintf("name = \"swap\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = \"rm -f .env && ln -s /nonexistent .env; ln -s %s creds; sleep 300; echo outlived\"\n", ws, other))
+		out, errOut, code := b.Run("run", swap)
+		require.NotEqual(t, 0, code, out+errOut)
+		require.NotContains(t, out, "outlived")
+		target, err := os.Readlink(filepath.Join(ws, ".env"))
+		require.NoError(t, err)
+		require.Equal(t, "../secrets/env", target, "the operator's link is put back")
+		_, err = os.Lstat(filepath.Join(ws, "creds"))
+		require.ErrorIs(t, err, os.ErrNotExist, "the job's link is moved aside")
+
+		read := b.WriteJob("read.toml", fmt.Sprintf("name = \"read\"\nmode = \"read_only\"\nworkspace = %q\ncommand = \"cat %s 2>&1; true\"\n", other, filepath.Join(secrets, "env")))
+		out, errOut, code = b.Run("run", read)
+		require.Equal(t, 0, code, out+errOut, "the other workspace is not hidden")
+		require.NotContains(t, out, "SECRET-ENV")
+	})
+}
