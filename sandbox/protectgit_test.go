@@ -78,7 +78,7 @@ func TestParseGitConfig(t *testing.T) {
 func TestParseGitConfigAgreesWithGit(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed: nothing to compare with")
+		unavailable(t, "git is not installed: nothing to compare with")
 	}
 	for i, text := range []string{
 		"[a]x=1\n[b \"S u\\b\"]\n  y = \" q \" r ; c\n",

@@ -31,7 +31,7 @@ func hostGit(t *testing.T, args ...string) string {
 func gitRepoWithSubmodules(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		Unavailable(t, "git is not installed")
 	}
 	inner, up, ws := t.TempDir(), t.TempDir(), t.TempDir()
 	hostGit(t, "init", "-q", inner)
@@ -139,7 +139,7 @@ func TestE2EProtectedIncludedConfig(t *testing.T) {
 	t.Parallel()
 	bothGrades(t, func(t *testing.T, b *Bundle) {
 		if _, err := exec.LookPath("git"); err != nil {
-			t.Skip("git is not installed")
+			Unavailable(t, "git is not installed")
 		}
 		ws := t.TempDir()
 		hostGit(t, "init", "-q", ws)
