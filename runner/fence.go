@@ -97,6 +97,10 @@ type fenceState struct {
 	// paths even with their directories hidden in their place: every
 	// confined job is refused while one does.
 	overflowing []string
+	// literal are the literal hide entries (no glob metacharacter), their
+	// last component as named: protected too inside a job's writable
+	// root ([Fence.literalHidesIn]).
+	literal []string
 }
 
 // maxHideMatches bounds the paths one hide pattern is expanded to: each is
@@ -168,6 +172,7 @@ func (f Fence) readState() *fenceState {
 			// ~/.ssh that stow or chezmoi made a link to dotfiles/ssh),
 			// as the docs tell operators to name such a secret.
 			add(pat, true)
+			st.literal = append(st.literal, filepath.Join(canonicalPrefix(filepath.Dir(pat)), filepath.Base(pat)))
 			continue
 		}
 		if c, err := filepath.EvalSymlinks(pat); err == nil && c == filepath.Clean(pat) {
@@ -786,29 +791,25 @@ func (f Fence) newPolicy(p sandbox.PolicyParams, protect bool) (sandbox.Policy, 
 		if protect {
 			p.Protect = append(slices.Clone(p.Protect), f.protect...)
 			if p.Mode == sandbox.ModeWorkspaceWrite {
-				p.Protect = append(p.Protect, f.literalHidesIn(roots)...)
+				p.Protect = append(p.Protect, literalHidesIn(st.literal, roots)...)
 			}
 		}
 	}
 	return sandbox.NewPolicy(p)
 }
 
-// literalHidesIn returns the literal hide entries (no glob metacharacter)
-// that lie inside one of roots (canonical), their last component as
-// named: protected as well as hidden (sandbox.PolicyParams.Protect). A
-// literal entry is hidden wherever its link leads, so a job that could
-// write where it lies would otherwise turn it into a link to another
-// job's workspace (hiding that for every job), or point an operator's
-// link elsewhere (the next jobs reading the secret it led to). Protected,
-// a link there is put back when a job replaces it, and a path made there
-// is moved aside, the job stopped.
-func (f Fence) literalHidesIn(roots []string) []string {
+// literalHidesIn returns those of literal (fenceState.literal: the
+// literal hide entries, last component as named) that lie inside one of
+// roots (canonical): protected as well as hidden
+// (sandbox.PolicyParams.Protect). A literal entry is hidden wherever its
+// link leads, so a job that could write where it lies would otherwise
+// turn it into a link to another job's workspace (hiding that for every
+// job), or point an operator's link elsewhere (the next jobs reading the
+// secret it led to). Protected, a link there is put back when a job
+// replaces it, and a path made there is moved aside, the job stopped.
+func literalHidesIn(literal, roots []string) []string {
 	var out []string
-	for _, h := range f.hidePatterns {
-		if strings.ContainsAny(h, `*?[\`) {
-			continue
-		}
-		named := filepath.Join(canonicalPrefix(filepath.Dir(h)), filepath.Base(h))
+	for _, named := range literal {
 		for _, r := range roots {
 			if named != r && sandbox.Within(named, r) {
 				out = append(out, named)
