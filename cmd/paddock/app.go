@@ -99,14 +99,11 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	if err != nil {
 		return nil, err
 	}
-	missing := false
-	if cfg.Store == "" {
+	if existing && cfg.Store == "" {
 		db := runner.StateDir{Root: stateDir}.Database()
 		// A file given as the state directory is left to newAppAt: a
 		// state directory that cannot be used (exit 1).
-		_, err := os.Stat(db)
-		missing = errors.Is(err, fs.ErrNotExist)
-		if missing && existing {
+		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, usagef("no queue at %s: %s does not exist (nothing was ever submitted with this state directory); check --state-dir, $PADDOCK_STATE_DIR or the config's state_dir", stateDir, db)
 		}
 	}
@@ -117,7 +114,6 @@ func openAppWith(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, 
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
-	a.created = missing
 	return a, nil
 }
 
@@ -141,8 +137,13 @@ func newAppAt(cfg runner.Config, stateDir string) (*app, error) {
 	return &app{Install: &compose.Install{Config: cfg, StateDir: stateDir}}, nil
 }
 
-// openStore opens the state directory's store.
+// openStore opens the state directory's store, and says in a.created
+// whether that made it (the state directory held no SQLite file).
 func (a *app) openStore(ctx context.Context) error {
+	if a.Config.Store == "" {
+		_, err := os.Stat(runner.StateDir{Root: a.StateDir}.Database())
+		a.created = errors.Is(err, fs.ErrNotExist)
+	}
 	st, err := a.OpenStore(ctx)
 	if err != nil {
 		return err // "sqlite: open PATH: ...", "postgres: ..."

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -167,8 +166,6 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	// read it first. Loading the hook chain (~0.1 s, nearly all of it
 	// wazero reading and checking its compiled code) is the long pole of a
 	// start; the probe (cached: a few file reads) goes beside it.
-	db := runner.StateDir{Root: a.StateDir}.Database()
-	_, statErr := os.Stat(db)
 	if err := a.openStore(ctx); err != nil {
 		if ctx.Err() != nil {
 			return stoppedStarting()
@@ -178,10 +175,10 @@ func runWorker(ctx context.Context, cmd *cobra.Command, opts WorkerOptions, gopt
 	defer a.Close()
 	// Which queue, said first: a worker pointed at a mistyped state
 	// directory makes an empty queue there and finds nothing to do.
-	switch {
+	switch db := (runner.StateDir{Root: a.StateDir}).Database(); {
 	case a.Config.Store != "":
 		log.Info("queue", "store", postgres.Redact(a.Config.Store), "state_dir", a.StateDir)
-	case errors.Is(statErr, fs.ErrNotExist):
+	case a.created:
 		log.Warn("queue created: there was none in this state directory; check --state-dir (or $PADDOCK_STATE_DIR) if jobs were expected here", "db", db)
 	default:
 		log.Info("queue", "db", db)
