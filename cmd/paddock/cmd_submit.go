@@ -64,15 +64,21 @@ type parsedFile struct {
 	path  string // absolute, as stored (queue.JobEnqueueParams.SourcePath); "" for stdin
 	specs []jobspec.Spec
 	data  []byte
+	// keyLines is jobspec.KeyLines(data), made at the first message
+	// that needs it (a scan as long as parsing).
+	keyLines func(jobLine int, key string) int
 }
 
 // at returns where sp is in f, for a message about it: `FILE:LINE: job
 // "NAME": `, at the line where the job (or [defaults]) sets key, or at the
 // job's own line when key is "" or set nowhere.
-func (f parsedFile) at(sp jobspec.Spec, key string) string {
+func (f *parsedFile) at(sp jobspec.Spec, key string) string {
 	line := sp.Line
 	if key != "" {
-		line = jobspec.KeyLines(f.data)(sp.Line, key)
+		if f.keyLines == nil {
+			f.keyLines = jobspec.KeyLines(f.data)
+		}
+		line = f.keyLines(sp.Line, key)
 	}
 	return fmt.Sprintf("%s:%d: job %q: ", f.name, line, sp.Name)
 }
@@ -325,7 +331,8 @@ func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
 	// that share them is checked once.
 	seen := map[string]bool{}
 	ex := a.Executor(nil, sandbox.ProbeReport{}, nil)
-	for _, f := range files {
+	for i := range files {
+		f := &files[i]
 		for _, sp := range f.specs {
 			key := strings.Join(append([]string{sp.Mode, sp.Workspace, sp.Cwd}, sp.Writable...), "\x00")
 			if seen[key] {
