@@ -62,6 +62,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, file 
 	if files[0].specs[0].Schedule != "" {
 		return usagef("%s: the job has a schedule; paddock run runs one-off jobs (use paddock submit)", files[0].name)
 	}
+	if err := refuseBeforeMaking(ctx, cmd, gopts, files); err != nil {
+		return err
+	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"paddock/cmd/internal/compose"
 	"paddock/internal/filekind"
 	"paddock/jobspec"
 	"paddock/queue"
@@ -254,6 +255,9 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 	if err != nil {
 		return notEnqueued(err)
 	}
+	if err := refuseBeforeMaking(ctx, cmd, gopts, files); err != nil {
+		return err
+	}
 	a, err := openApp(ctx, cmd, gopts)
 	if err != nil {
 		return err
@@ -358,6 +362,32 @@ func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
 			}
 		}
 	}
+}
+
+// refuseBeforeMaking checks files, where the state directory holds no
+// queue yet, against what the empty queue submit and run are about to
+// make would enforce (its default policy, the config's hooks), and
+// returns their refusal, so that a file refused so makes no queue: a
+// mistyped --state-dir left an empty queue behind, which ls then
+// answered from. (What only the store checks, an `after` naming nothing,
+// is refused after the queue is made.) Where a queue exists it does
+// nothing: the command's own checks against it follow.
+func refuseBeforeMaking(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, files []parsedFile) error {
+	cfg, stateDir, err := loadConfig(cmd, gopts)
+	if err != nil {
+		return err
+	}
+	a := &app{Install: &compose.Install{Config: cfg, StateDir: stateDir, Policy: runner.DefaultPolicy()}}
+	if a.HasStore() {
+		return nil
+	}
+	if err := checkFiles(a.CheckSpecs, files); err != nil {
+		return notEnqueued(err)
+	}
+	if err := a.Config.CheckHooks(); err != nil {
+		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
+	}
+	return nil
 }
 
 // keyOf returns the job-file key a fence or sandbox error is about

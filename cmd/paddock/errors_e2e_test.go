@@ -580,6 +580,15 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 	require.NotContains(t, errOut, "no queue was at", "the queue is there now")
 	_, errOut, _ = b.Run("--state-dir", filepath.Join(b.Dir, "run-state"), "run", one)
 	require.Contains(t, errOut, "paddock: warning: no queue was at "+filepath.Join(b.Dir, "run-state"))
+	// A file the new queue's policy would refuse makes no queue.
+	wide := b.WriteJob("wide.toml", "name = \"wide\"\nmode = \"danger_full_access\"\ncommand = [\"true\"]\n")
+	for _, c := range []string{"submit", "run"} {
+		dir := filepath.Join(b.Dir, c+"-refused")
+		_, errOut, code = b.Run("--state-dir", dir, c, wide)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, "refused by policy (max_mode)", c)
+		require.NoFileExists(t, filepath.Join(dir, "paddock.db"), c)
+	}
 
 	// A worker makes the queue it runs, and says so when it had to: its
 	// drain of an empty one is no proof of the jobs' end.
