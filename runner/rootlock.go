@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,47 +37,49 @@ import (
 // directories (hierarchical locking): two jobs writing /srv/a and
 // /srv/a/b meet on /srv/a (shared against exclusive), two writing /srv/a
 // and /srv/b do not (both hold /srv shared), and jobs in their own default
-// workspaces run side by side. Locks are taken in one order (by bucket,
+// workspaces run side by side. Locks are taken in one order (by offset,
 // below), so no two jobs wait for each other in a cycle.
 //
-// The locks are flock(2) locks on rootLockBuckets files of the state
-// directory ([StateDir.RootLock], hidden from every job, so no job can
-// take or hold one). A directory is known by its device and inode (a bind
-// mount gives one directory two paths) and hashed to one of them with the
-// state directory's secret key ([rootLockPlan]): two directories in one
-// bucket only make their jobs wait for each other when one of them needs
-// it exclusive, and no job can choose a directory whose lock falls where
-// another's does. The kernel drops the locks when the worker's process
-// ends, however it ends. Workers of one state directory share them;
-// workers with different state directories do not see each other's
-// (docs/policy.md).
+// The locks are open file description locks (fcntl(2) F_OFD_SETLK) on
+// one byte each of one file of the state directory ([StateDir.RootLocks],
+// hidden from every job, so no job can take or hold one). A directory is
+// known by its device and inode (a bind mount gives one directory two
+// paths) and its byte is at an offset hashed from them with the state
+// directory's secret key ([rootLockPlan]) into 2^62 places: two
+// directories whose locks fall on one byte would make their jobs wait for
+// each other, which no job can bring about (it cannot choose such a
+// directory without the key) and chance does not (one pair in 2^62). The
+// kernel drops a job's locks when its descriptor is closed, and all of
+// them when the worker's process ends, however it ends. Workers of one
+// state directory share them; workers with different state directories
+// do not see each other's (docs/policy.md).
 
-// rootLockBuckets is how many lock files a state directory has at most.
-const rootLockBuckets = 1024
+// rootLockSpace is how many places (bytes of the lock file) a directory's
+// lock may fall on: offsets are below it, so that each lock's one byte
+// stays below the largest offset fcntl(2) takes (2^63-1).
+const rootLockSpace = 1 << 62
 
 // rootLockPoll bounds how long a waiting job sleeps between two tries.
 const rootLockPoll = 50 * time.Millisecond
 
-// rootLocks are the locks one job holds; release drops them (nil-safe,
-// idempotent).
+// rootLocks are the locks one job holds, all on one open file
+// description; release drops them (nil-safe, idempotent).
 type rootLocks struct {
-	files []*os.File
+	file  *os.File // nil once released
 	roots []string // the writable roots they were taken for
 }
 
 func (l *rootLocks) release() {
-	if l == nil {
+	if l == nil || l.file == nil {
 		return
 	}
-	for _, f := range l.files {
-		f.Close() // closing the last descriptor drops the flock
-	}
-	l.files = nil
+	l.file.Close() // closing the description drops its locks
+	l.file = nil
 }
 
 // covers reports whether l holds the locks of roots (nil-safe).
 func (l *rootLocks) covers(roots []string) bool {
-	return l != nil && l.files != nil && slices.Equal(l.roots, roots)
+	return l != nil && l.file != nil && slices.Equal(l.roots, roots)
 }
 
 // errLockCanceled is lockRoots' error when the attempt was canceled
@@ -87,26 +90,27 @@ var errLockCanceled = errors.New("canceled while waiting for another job writing
 // it waited.
 var errLockTimeout = errors.New("its timeout passed while it waited for another job writing the same directories")
 
-// rootLockPlan returns the buckets to lock for roots (canonical absolute
-// paths), in the order to take them, with whether each is exclusive. A
+// rootLockPlan returns the offsets (in [0, rootLockSpace)) of the bytes
+// to lock for roots (canonical absolute paths), in the order to take them
+// (increasing), with whether each is exclusive. A
 // directory is known by its device and inode, not its path (a bind mount
 // gives one directory two paths), and its ancestors are those ".." leads
 // to from it, up to the root directory, which is left out (no job writes
-// it, and every job would share its lock). The bucket is a keyed hash
+// it, and every job would share its lock). The offset is a keyed hash
 // (HMAC-SHA256 with key) of the two numbers, so that a job cannot choose a
 // directory whose lock falls where another's does. A root that cannot be
 // opened is left out: the fence refuses it before anything runs.
-func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]bool) {
-	exclusive = map[int]bool{}
+func rootLockPlan(key []byte, roots []string) (offsets []int64, exclusive map[int64]bool) {
+	exclusive = map[int64]bool{}
 	add := func(st *unix.Stat_t, ex bool) {
 		m := hmac.New(sha256.New, key)
 		var id [16]byte
 		binary.LittleEndian.PutUint64(id[:8], uint64(st.Dev))
 		binary.LittleEndian.PutUint64(id[8:], st.Ino)
 		m.Write(id[:])
-		b := int(binary.LittleEndian.Uint32(m.Sum(nil)) % rootLockBuckets)
+		b := int64(binary.LittleEndian.Uint64(m.Sum(nil)) % rootLockSpace)
 		if _, ok := exclusive[b]; !ok {
-			buckets = append(buckets, b)
+			offsets = append(offsets, b)
 		}
 		exclusive[b] = exclusive[b] || ex
 	}
@@ -143,8 +147,8 @@ func rootLockPlan(key []byte, roots []string) (buckets []int, exclusive map[int]
 		}
 		unix.Close(fd)
 	}
-	slices.Sort(buckets)
-	return buckets, exclusive
+	slices.Sort(offsets)
+	return offsets, exclusive
 }
 
 // maxLockDepth bounds the walk up from a root.
@@ -200,39 +204,40 @@ func rootLockKey(state StateDir) ([]byte, error) {
 // or deadline (when not zero) passes; waiting, when not nil, is called
 // once before it first waits, with the reason.
 //
-// Errors: a lock file cannot be created; ctx.Err(), errLockCanceled or
+// Errors: the lock file cannot be opened or created, or fcntl(2)
+// refuses a lock for another reason than another's; ctx.Err(), errLockCanceled or
 // errLockTimeout when it stopped waiting; nothing is held then.
 func lockRoots(ctx context.Context, cancel <-chan struct{}, deadline time.Time, waiting func(string), state StateDir, roots []string) (*rootLocks, error) {
 	key, err := rootLockKey(state)
 	if err != nil {
 		return nil, err
 	}
-	buckets, exclusive := rootLockPlan(key, roots)
+	offsets, exclusive := rootLockPlan(key, roots)
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		expired = t.C
 	}
-	l := &rootLocks{roots: slices.Clone(roots)}
-	for _, b := range buckets {
-		name := state.RootLock(b) // beside the key: its directory exists
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-		if err != nil {
-			l.release()
-			return nil, fmt.Errorf("root lock: %w", err)
-		}
-		l.files = append(l.files, f)
-		how := unix.LOCK_SH
-		if exclusive[b] {
-			how = unix.LOCK_EX
+	name := state.RootLocks() // beside the key: its directory exists
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("root lock: %w", err)
+	}
+	l := &rootLocks{file: f, roots: slices.Clone(roots)}
+	for _, off := range offsets {
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: off, Len: 1}
+		if exclusive[off] {
+			lk.Type = unix.F_WRLCK
 		}
 		for wait := time.Millisecond; ; wait = min(2*wait, rootLockPoll) {
-			err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+			err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			// fcntl(2): a lock held by another description fails
+			// with EAGAIN or EACCES.
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR) {
 				l.release()
 				return nil, fmt.Errorf("root lock %s: %w", name, err)
 			}

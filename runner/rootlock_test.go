@@ -18,34 +18,28 @@ import (
 // one writing the same root, or a root inside or around another's, waits
 // until it is released; a wait ends when the attempt is canceled, its
 // timeout passes or the worker stops. Each root is locked exclusive and
-// its ancestors shared, in bucket order.
+// its ancestors shared, in offset order.
 func TestLockRoots(t *testing.T) {
 	t.Parallel()
 	state := StateDir{Root: t.TempDir()}
 	base := t.TempDir()
-	// Names whose locks fall in different buckets (a shared bucket makes
-	// jobs wait for each other, as documented, which this test does not
-	// look at).
 	key, err := rootLockKey(state)
 	require.NoError(t, err)
 	again, err := rootLockKey(state)
 	require.NoError(t, err)
 	require.Equal(t, key, again, "one key per state directory")
-	var a, b, inA string
-	for i := 0; a == ""; i++ {
-		a, b = filepath.Join(base, fmt.Sprint("a", i)), filepath.Join(base, fmt.Sprint("b", i))
-		inA = filepath.Join(a, "repo")
-		require.NoError(t, os.MkdirAll(inA, 0o755))
-		require.NoError(t, os.MkdirAll(b, 0o755))
-		if !apart(key, a, b) || !apart(key, inA, b) {
-			a = ""
-		}
-	}
+	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
+	inA := filepath.Join(a, "repo")
+	require.NoError(t, os.MkdirAll(inA, 0o755))
+	require.NoError(t, os.MkdirAll(b, 0o755))
 	ctx := context.Background()
 
-	buckets, exclusive := rootLockPlan(key, []string{inA})
-	require.Len(t, exclusive, len(buckets))
-	require.IsIncreasing(t, buckets)
+	offsets, exclusive := rootLockPlan(key, []string{inA})
+	require.Len(t, exclusive, len(offsets))
+	require.IsIncreasing(t, offsets)
+	for _, off := range offsets {
+		require.True(t, off >= 0 && off < rootLockSpace, "offset %d", off)
+	}
 	held := 0
 	for _, ex := range exclusive {
 		if ex {
@@ -93,22 +87,29 @@ func TestLockRoots(t *testing.T) {
 	lb.release()
 }
 
-// apart reports whether jobs writing x and y take no bucket that one of
-// them needs exclusive and the other at all.
-func apart(key []byte, x, y string) bool {
-	bx, ex := rootLockPlan(key, []string{x})
-	by, ey := rootLockPlan(key, []string{y})
-	for _, b := range bx {
-		if _, ok := ey[b]; ok && (ex[b] || ey[b]) {
-			return false
+// TestLockRootsManySiblings: jobs writing many sibling directories all
+// hold their locks at once: no two directories' locks fall on one place
+// (with a place per directory drawn from a thousand, 300 siblings and
+// their shared parents would meet several times).
+func TestLockRootsManySiblings(t *testing.T) {
+	t.Parallel()
+	state := StateDir{Root: t.TempDir()}
+	base := t.TempDir()
+	var held []*rootLocks
+	t.Cleanup(func() {
+		for _, l := range held {
+			l.release()
 		}
+	})
+	for i := range 300 {
+		dir := filepath.Join(base, fmt.Sprint(i), "w")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		l, err := lockRoots(context.Background(), nil, time.Now().Add(time.Second), nil, state, []string{dir})
+		require.NoError(t, err, "job %d of sibling workspaces", i)
+		held = append(held, l)
 	}
-	for _, b := range by {
-		if _, ok := ex[b]; ok && (ex[b] || ey[b]) {
-			return false
-		}
-	}
-	return true
+	_, err := lockRoots(context.Background(), nil, time.Now().Add(100*time.Millisecond), nil, state, []string{filepath.Join(base, "7")})
+	require.ErrorIs(t, err, errLockTimeout, "a directory around one of them still waits")
 }
 
 // TestLockRootsThroughABindMount: a directory reached by two paths (a

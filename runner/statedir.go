@@ -75,15 +75,13 @@ func (s StateDir) DefaultWorkspace(jobID string) string {
 // its jobs get in place of the host's ([sandbox.PrepareDeviceNodes]).
 func (s StateDir) DeviceNodes() string { return filepath.Join(s.Root, devName) }
 
-// RootLockKey is the key that hashes directories to lock files
-// ([rootLockPlan]).
+// RootLockKey is the key that hashes directories to their places in
+// [StateDir.RootLocks] ([rootLockPlan]).
 func (s StateDir) RootLockKey() string { return filepath.Join(s.Root, locksName, "key") }
 
-// RootLock is lock file number bucket of the writable roots' locks
+// RootLocks is the file whose bytes are the writable roots' locks
 // ([lockRoots]).
-func (s StateDir) RootLock(bucket int) string {
-	return filepath.Join(s.Root, locksName, fmt.Sprintf("root-%d", bucket))
-}
+func (s StateDir) RootLocks() string { return filepath.Join(s.Root, locksName, "roots") }
 
 // Inbox is the directory agents drop job files into.
 func (s StateDir) Inbox() string { return filepath.Join(s.Root, inboxName) }
