@@ -1,0 +1,574 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds on what [readGitlinks] reads of a git index, which a job may
+// have written whole.
+const (
+	// maxGitIndexBytes bounds the size of one index file (the index or
+	// its shared index) read; a larger one is refused before a byte of
+	// it is read.
+	maxGitIndexBytes = 512 << 20
+	// maxGitIndexPathBytes bounds the length of an entry's name: git's
+	// PATH_MAX, beyond which git could not lstat the path anyway.
+	maxGitIndexPathBytes = 4096
+)
+
+// Entry layout and modes of a git index, from gitformat-index(5)
+// ("Index entry") and git's read-cache.c (ondisk_cache_entry,
+// create_from_disk) and object.h (S_ISGITLINK, S_ISSPARSEDIR).
+const (
+	gitIndexHeaderBytes = 12 // "DIRC", version, entry count
+	// gitIndexStatBytes is the stat data before the object name: ctime,
+	// mtime (8 bytes each), dev, ino, mode, uid, gid, size (4 each).
+	gitIndexStatBytes  = 40
+	gitIndexModeOffset = 24
+	gitIndexNameMask   = 0x0fff // flags: name length, 0xfff if longer
+	gitIndexExtended   = 0x4000 // flags: a second 16-bit flags field follows
+	// gitIndexExtendedKnown are the bits of the second flags field git
+	// reads (intent-to-add, skip-worktree); git dies on any other.
+	gitIndexExtendedKnown = 0x6000
+	gitModeTypeMask       = 0o170000
+	gitModeGitlink        = 0o160000
+	gitModeSparseDir      = 0o040000
+	// gitIndexLinkExt is the signature of the split index extension.
+	gitIndexLinkExt = "link"
+)
+
+// readGitlinks returns the paths of the gitlink entries (submodules) of
+// the git index file at indexPath, a file of the git directory gitdir
+// (for a linked worktree, its own directory under "worktrees/"), whose
+// object names are hashSize bytes: 20 for SHA-1, 32 for SHA-256
+// (extensions.objectFormat, gitrepository-layout(5)). The format is
+// gitformat-index(5), read as git's read-cache.c and split-index.c read
+// it.
+//
+// The paths are relative to the working tree and '/'-separated, as
+// stored; sorted, each once (a conflicted gitlink has up to three
+// entries). A gitlink is an entry whose mode has the type bits 0160000,
+// whatever its other bits, as git's S_ISGITLINK tests it; its stage and
+// its skip-worktree and intent-to-add flags do not matter: git clears
+// skip-worktree from an entry whose path exists in the working tree.
+//
+// It reads index versions 2, 3 (extended flags) and 4 (prefix-compressed
+// names), and the split index ("link" extension): the shared index
+// "sharedindex.<hex>" is looked for in gitdir, then beside indexPath,
+// as git does; its entries are merged exactly, resolving the delete and
+// replace bitmaps (EWAH), with one over-approximation: an entry the
+// split file adds under the name of a shared gitlink does not hide that
+// gitlink. Other extensions are skipped; the trailing checksum is not
+// verified (git does not either, by default).
+//
+// The index is followed through symlinks, as git opens it, to a regular
+// file; anything else (a FIFO, a device, a directory) is refused before
+// it is opened, and the file is opened non-blocking: called once the job
+// has ended, nothing can swap the path in between. Each file is read
+// once, whole, and at most [maxGitIndexBytes]; nothing is allocated in
+// proportion to a count the file states, only to the bytes present.
+//
+// # Not seen
+//
+// A sparse-directory entry (mode 040000, a cone outside a sparse index)
+// stands for a tree git has not expanded in the index; gitlinks in that
+// tree are not listed. git expands it, and the gitlinks below become
+// live, when the directory exists in the working tree
+// (clear_skip_worktree_from_present_files in git's sparse-index.c,
+// unless sparse.expectFilesOutsideOfPatterns is set). A caller that
+// must see those has to refuse a sparse index or read the trees.
+//
+// # Errors
+//
+// A missing index (ENOENT, ENOTDIR on the path) has no gitlinks: nil,
+// nil. Every other error wraps [ErrBadPath] and names the file; those
+// about its content also give the byte offset at fault:
+//   - the file cannot be resolved, stat'ed or read, is not a regular
+//     file (EINVAL) or is larger than maxGitIndexBytes (EFBIG);
+//   - it is shorter than a header and a checksum, does not start with
+//     "DIRC", or is not version 2, 3 or 4;
+//   - an entry runs past the entries' bytes (the file is truncated, or
+//     its header counts more entries than it holds), sets an extended
+//     flag git does not know, or has a name whose length field lies
+//     (v2/v3: a NUL inside the stated length or none right after it;
+//     v4: a prefix and suffix whose lengths do not add up to it);
+//   - a v4 name whose strip count overflows git's varint or is longer
+//     than the previous name;
+//   - a name longer than maxGitIndexPathBytes, absolute, or with an
+//     empty, "." or ".." component; an empty name is allowed only as
+//     the replacement entries of a split index;
+//   - an extension whose stated size runs past the extensions' bytes;
+//   - a split index git would refuse: a short or malformed link
+//     extension or bitmap, a shared index that is missing or whose
+//     checksum is not the one linked, a bitmap naming an entry beyond
+//     the shared index's, an entry both replaced and deleted, or a
+//     number of replaced entries unlike the number of empty names.
+//
+// It is a pure function of the files: safe for concurrent use.
+func readGitlinks(gitdir, indexPath string, hashSize int) ([]string, error) {
+	if hashSize != 20 && hashSize != 32 {
+		return nil, fmt.Errorf("sandbox: git index %s: object names of %d bytes, not 20 (SHA-1) or 32 (SHA-256): %w", indexPath, hashSize, ErrBadPath)
+	}
+	data, err := readGitIndexFile(indexPath)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sandbox: cannot read the git index %s, to find its gitlinks: %w: %w", indexPath, err, ErrBadPath)
+	}
+	return gitlinksOfIndex(gitdir, indexPath, data, hashSize)
+}
+
+// gitlinksOfIndex is [readGitlinks] on data, the content of the index
+// file indexPath; only a shared index is read from disk.
+func gitlinksOfIndex(gitdir, indexPath string, data []byte, hashSize int) ([]string, error) {
+	var out []string
+	// replaced holds, for each entry with an empty name (the split
+	// index's replacements of shared entries, which come first), whether
+	// it is a gitlink.
+	var replaced []bool
+	end, err := walkGitIndex(indexPath, data, hashSize, true, func(entry int, name []byte, mode uint32) error {
+		if len(name) == 0 {
+			if len(replaced) != entry {
+				return fmt.Errorf("an empty name after a named entry")
+			}
+			replaced = append(replaced, isGitlink(mode))
+			return nil
+		}
+		if isGitlink(mode) {
+			out = append(out, string(name))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	link, linkOff, err := findGitIndexExtension(indexPath, data, end, hashSize, gitIndexLinkExt)
+	if err != nil {
+		return nil, err
+	}
+	if link != nil && len(link) < hashSize {
+		return nil, gitIndexError(indexPath, linkOff, "link extension of %d bytes, shorter than an object name", len(link))
+	}
+	if link != nil && !isZero(link[:hashSize]) {
+		out, err = mergeSharedGitlinks(gitdir, indexPath, hashSize, link, linkOff, replaced, out)
+		if err != nil {
+			return nil, err
+		}
+	} else if len(replaced) > 0 {
+		return nil, gitIndexError(indexPath, gitIndexHeaderBytes, "an entry with an empty name, and no shared index it could replace an entry of")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// mergeSharedGitlinks adds to out the gitlinks of the shared index that
+// the split index at indexPath links to: link is the data of its "link"
+// extension, at byte linkOff; replaced tells, for each of its
+// replacement entries in order, whether it is a gitlink. The merge is
+// git's merge_base_index (split-index.c): the n-th set bit of the
+// replace bitmap is the position in the shared index of the entry the
+// n-th replacement replaces, keeping its name and taking the rest;
+// the delete bitmap marks shared entries dropped.
+func mergeSharedGitlinks(gitdir, indexPath string, hashSize int, link []byte, linkOff int, replaced []bool, out []string) ([]string, error) {
+	base := link[:hashSize]
+	var del, rep ewahBits
+	if rest := link[hashSize:]; len(rest) > 0 {
+		n, err := del.init(rest)
+		if err != nil {
+			return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's delete bitmap: %v", err)
+		}
+		m, err := rep.init(rest[n:])
+		if err != nil {
+			return nil, gitIndexError(indexPath, linkOff+hashSize+n, "link extension's replace bitmap: %v", err)
+		}
+		if n+m != len(rest) {
+			return nil, gitIndexError(indexPath, linkOff+hashSize+n+m, "%d bytes after the link extension's bitmaps", len(rest)-n-m)
+		}
+	}
+	name := "sharedindex." + hex.EncodeToString(base)
+	sharedPath := filepath.Join(gitdir, name)
+	data, err := readGitIndexFile(sharedPath)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		sharedPath = filepath.Join(filepath.Dir(indexPath), name)
+		data, err = readGitIndexFile(sharedPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: cannot read %s, the shared index of the split git index %s, to find its gitlinks: %w: %w", sharedPath, indexPath, err, ErrBadPath)
+	}
+	if len(data) >= hashSize && !bytes.Equal(data[len(data)-hashSize:], base) {
+		return nil, gitIndexError(sharedPath, len(data)-hashSize, "checksum %x, not %x, which the split index %s links to", data[len(data)-hashSize:], base, indexPath)
+	}
+	nextDel, delOK, err := del.next()
+	if err != nil {
+		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's delete bitmap: %v", err)
+	}
+	nextRep, repOK, err := rep.next()
+	if err != nil {
+		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's replace bitmap: %v", err)
+	}
+	pos, k := uint64(0), 0
+	_, err = walkGitIndex(sharedPath, data, hashSize, false, func(_ int, name []byte, mode uint32) error {
+		isDel := delOK && nextDel == pos
+		isRep := repOK && nextRep == pos
+		if isDel {
+			if nextDel, delOK, err = del.next(); err != nil {
+				return fmt.Errorf("%s's delete bitmap: %v", indexPath, err)
+			}
+		}
+		if isRep {
+			if nextRep, repOK, err = rep.next(); err != nil {
+				return fmt.Errorf("%s's replace bitmap: %v", indexPath, err)
+			}
+		}
+		switch {
+		case isDel && isRep:
+			return fmt.Errorf("entry %d is both replaced and deleted by %s", pos, indexPath)
+		case isRep:
+			if k >= len(replaced) {
+				return fmt.Errorf("entry %d is replaced by %s, which has only %d replacement entries", pos, indexPath, len(replaced))
+			}
+			if replaced[k] {
+				out = append(out, string(name))
+			}
+			k++
+		case !isDel && isGitlink(mode):
+			out = append(out, string(name))
+		}
+		pos++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if delOK || repOK {
+		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's bitmaps name entry %d, beyond the %d entries of %s", max(nextDel, nextRep), pos, sharedPath)
+	}
+	if k != len(replaced) {
+		return nil, gitIndexError(indexPath, gitIndexHeaderBytes, "%d entries with an empty name, but %d replaced entries of %s", len(replaced), k, sharedPath)
+	}
+	return out, nil
+}
+
+// walkGitIndex checks the header of the index file data (named file in
+// errors) and calls fn with each entry's offset, name and mode, in
+// order, until the end of the entries, whose offset it returns. name is
+// only valid during the call. An empty name is passed only if
+// allowEmpty; an error from fn is returned with the file and the
+// entry's offset. No entry's bytes may reach into the last hashSize
+// bytes of data, the checksum.
+func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn func(entry int, name []byte, mode uint32) error) (int, error) {
+	if len(data) < gitIndexHeaderBytes+hashSize {
+		return 0, gitIndexError(file, 0, "%d bytes, shorter than a header and a checksum (%d)", len(data), gitIndexHeaderBytes+hashSize)
+	}
+	if string(data[:4]) != "DIRC" {
+		return 0, gitIndexError(file, 0, "signature %q, not \"DIRC\"", data[:4])
+	}
+	version := binary.BigEndian.Uint32(data[4:])
+	if version < 2 || version > 4 {
+		return 0, gitIndexError(file, 4, "version %d, not 2, 3 or 4", version)
+	}
+	count := binary.BigEndian.Uint32(data[8:])
+	entries := data[:len(data)-hashSize]
+	fixed := gitIndexStatBytes + hashSize + 2
+	var prev []byte // v4: the previous entry's name
+	if version == 4 {
+		prev = make([]byte, 0, maxGitIndexPathBytes)
+	}
+	off := gitIndexHeaderBytes
+	for i := uint32(0); i < count; i++ {
+		if len(entries)-off < fixed {
+			return 0, gitIndexError(file, off, "entry %d of the %d the header counts runs past the end of the entries at byte %d", i, count, len(entries))
+		}
+		mode := binary.BigEndian.Uint32(data[off+gitIndexModeOffset:])
+		flags := binary.BigEndian.Uint16(data[off+fixed-2:])
+		nameOff := off + fixed
+		if flags&gitIndexExtended != 0 {
+			if len(entries)-nameOff < 2 {
+				return 0, gitIndexError(file, off, "entry %d of the %d the header counts runs past the end of the entries at byte %d", i, count, len(entries))
+			}
+			if ext := binary.BigEndian.Uint16(data[nameOff:]); ext&^gitIndexExtendedKnown != 0 {
+				return 0, gitIndexError(file, nameOff, "entry %d has extended flags %#04x, which git does not know", i, ext)
+			}
+			nameOff += 2
+		}
+		statedLen := int(flags & gitIndexNameMask)
+		var name []byte
+		var next int
+		if version == 4 {
+			strip, n := gitVarint(entries[nameOff:])
+			switch {
+			case n == 0:
+				return 0, gitIndexError(file, nameOff, "entry %d's name runs past the end of the entries", i)
+			case n < 0:
+				return 0, gitIndexError(file, nameOff, "entry %d's name strips a count that overflows git's varint", i)
+			}
+			copyLen := 0
+			if i > 0 { // git ignores the count for the first entry
+				if strip > uint64(len(prev)) {
+					return 0, gitIndexError(file, nameOff, "entry %d strips %d bytes from the previous name, of %d", i, strip, len(prev))
+				}
+				copyLen = len(prev) - int(strip)
+			}
+			suffixOff := nameOff + n
+			window := entries[suffixOff:min(len(entries), suffixOff+maxGitIndexPathBytes-copyLen+1)]
+			nul := bytes.IndexByte(window, 0)
+			if nul < 0 {
+				if len(window) == maxGitIndexPathBytes-copyLen+1 {
+					return 0, gitIndexError(file, suffixOff, "entry %d's name is longer than %d bytes", i, maxGitIndexPathBytes)
+				}
+				return 0, gitIndexError(file, suffixOff, "entry %d's name runs past the end of the entries", i)
+			}
+			prev = append(prev[:copyLen], window[:nul]...)
+			if statedLen != gitIndexNameMask && len(prev) != statedLen || statedLen == gitIndexNameMask && len(prev) < gitIndexNameMask {
+				return 0, gitIndexError(file, off+fixed-2, "entry %d's name length field says %d, its name is %d bytes", i, statedLen, len(prev))
+			}
+			name, next = prev, suffixOff+nul+1
+		} else {
+			var nameLen int
+			if statedLen < gitIndexNameMask {
+				if len(entries)-nameOff <= statedLen {
+					return 0, gitIndexError(file, nameOff, "entry %d's name runs past the end of the entries", i)
+				}
+				if bytes.IndexByte(entries[nameOff:nameOff+statedLen], 0) >= 0 || entries[nameOff+statedLen] != 0 {
+					return 0, gitIndexError(file, off+fixed-2, "entry %d's name length field says %d, its name is not that long", i, statedLen)
+				}
+				nameLen = statedLen
+			} else {
+				window := entries[nameOff:min(len(entries), nameOff+maxGitIndexPathBytes+1)]
+				nameLen = bytes.IndexByte(window, 0)
+				switch {
+				case nameLen < 0 && len(window) == maxGitIndexPathBytes+1:
+					return 0, gitIndexError(file, nameOff, "entry %d's name is longer than %d bytes", i, maxGitIndexPathBytes)
+				case nameLen < 0:
+					return 0, gitIndexError(file, nameOff, "entry %d's name runs past the end of the entries", i)
+				case nameLen < gitIndexNameMask:
+					return 0, gitIndexError(file, off+fixed-2, "entry %d's name length field says %d or more, its name is %d bytes", i, gitIndexNameMask, nameLen)
+				}
+			}
+			name = entries[nameOff : nameOff+nameLen]
+			// read-cache.c ondisk_ce_size: NUL-padded to a multiple of 8,
+			// with at least one NUL.
+			next = off + ((nameOff - off + nameLen + 8) &^ 7)
+			if next > len(entries) {
+				return 0, gitIndexError(file, nameOff, "entry %d's padding runs past the end of the entries", i)
+			}
+		}
+		if len(name) > 0 || !allowEmpty {
+			if why := badGitIndexPath(name, mode == gitModeSparseDir); why != "" {
+				return 0, gitIndexError(file, nameOff, "entry %d's name %q %s", i, name, why)
+			}
+		}
+		if err := fn(int(i), name, mode); err != nil {
+			return 0, gitIndexError(file, off, "entry %d: %v", i, err)
+		}
+		off = next
+	}
+	return off, nil
+}
+
+// findGitIndexExtension returns the data of the first extension named
+// sig of the index file data whose entries end at byte end, and its
+// offset; nil if there is none. Extensions run up to the trailing
+// checksum of hashSize bytes; as git, fewer than 8 bytes left before it
+// end them.
+func findGitIndexExtension(file string, data []byte, end, hashSize int, sig string) ([]byte, int, error) {
+	limit := len(data) - hashSize
+	for off := end; limit-off >= 8; {
+		size := binary.BigEndian.Uint32(data[off+4:])
+		if uint64(size) > uint64(limit-off-8) {
+			return nil, 0, gitIndexError(file, off+4, "extension %q of %d bytes runs past the end of the extensions at byte %d", data[off:off+4], size, limit)
+		}
+		if string(data[off:off+4]) == sig {
+			return data[off+8 : off+8+int(size)], off + 8, nil
+		}
+		off += 8 + int(size)
+	}
+	return nil, 0, nil
+}
+
+// readGitIndexFile returns the content of the regular file path,
+// following symlinks, refused before it is opened when it is anything
+// else (EINVAL) or larger than maxGitIndexBytes (EFBIG).
+func readGitIndexFile(path string) ([]byte, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Lstat(real)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (mode %v): %w", real, fi.Mode(), unix.EINVAL)
+	}
+	if fi.Size() > maxGitIndexBytes {
+		return nil, fmt.Errorf("%d bytes, more than %d: %w", fi.Size(), maxGitIndexBytes, unix.EFBIG)
+	}
+	return readSmallFile(real, maxGitIndexBytes)
+}
+
+// badGitIndexPath says what is wrong with an entry's name, "" if
+// nothing: longer than maxGitIndexPathBytes, empty, absolute, or with an
+// empty, "." or ".." component. A sparse directory's name ends in "/".
+func badGitIndexPath(name []byte, sparseDir bool) string {
+	if len(name) > maxGitIndexPathBytes {
+		return fmt.Sprintf("is longer than %d bytes", maxGitIndexPathBytes)
+	}
+	if sparseDir && len(name) > 1 && name[len(name)-1] == '/' {
+		name = name[:len(name)-1]
+	}
+	switch {
+	case len(name) == 0:
+		return "is empty"
+	case name[0] == '/':
+		return "is absolute"
+	}
+	for len(name) > 0 {
+		c := name
+		if i := bytes.IndexByte(name, '/'); i >= 0 {
+			c, name = name[:i], name[i+1:]
+			if len(name) == 0 {
+				return "ends in '/'"
+			}
+		} else {
+			name = nil
+		}
+		switch string(c) {
+		case "":
+			return "has an empty component"
+		case ".", "..":
+			return fmt.Sprintf("has a %q component", c)
+		}
+	}
+	return ""
+}
+
+// gitVarint decodes git's varint (varint.c decode_varint, the offset
+// encoding of OFS_DELTA): it returns the value and the bytes read, 0 if
+// b ends first, -1 if the value overflows 64 bits.
+func gitVarint(b []byte) (uint64, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	c := b[0]
+	v := uint64(c & 127)
+	n := 1
+	for c&128 != 0 {
+		v++
+		if v == 0 || v>>57 != 0 {
+			return 0, -1
+		}
+		if n == len(b) {
+			return 0, 0
+		}
+		c = b[n]
+		n++
+		v = v<<7 + uint64(c&127)
+	}
+	return v, n
+}
+
+// ewahBits iterates over the set bits of a bitmap in git's EWAH
+// serialization (ewah/ewah_io.c ewah_read_mmap, ewah_bitmap.c
+// ewah_each_bit): a 32-bit bit count, a 32-bit count of 64-bit words,
+// the words, a 32-bit position of the last run-length word; all
+// big-endian. A run-length word holds in bit 0 the bit of a run, in
+// bits 1-32 the run's length in words, in bits 33-63 the count of
+// literal words that follow it. The zero value has no bits.
+type ewahBits struct {
+	words   []byte // the words, 8 bytes each
+	pos     uint64 // the bit after the last one consumed
+	ones    uint64 // bits of a run of ones left to yield, from pos
+	lit     uint64 // set bits of the current literal word left to yield
+	litBase uint64 // the position of the current literal word's bit 0
+	litLeft uint64 // literal words left after the current one
+}
+
+// maxEwahBit bounds the positions ewahBits yields: git's index counts
+// entries in 32 bits.
+const maxEwahBit = 1 << 32
+
+// init reads a serialized bitmap at the start of b and returns its
+// length in bytes.
+func (e *ewahBits) init(b []byte) (int, error) {
+	if len(b) < 8 {
+		return 0, fmt.Errorf("%d bytes, shorter than its header", len(b))
+	}
+	n := uint64(binary.BigEndian.Uint32(b[4:]))
+	if uint64(len(b)-8) < n*8+4 {
+		return 0, fmt.Errorf("%d words, more than its %d bytes hold", n, len(b))
+	}
+	*e = ewahBits{words: b[8 : 8+n*8]}
+	return int(8 + n*8 + 4), nil
+}
+
+// next returns the next set bit, false when there is none, or an error
+// when a run-length word counts more literal words than the bitmap
+// holds or a bit lies beyond maxEwahBit.
+func (e *ewahBits) next() (uint64, bool, error) {
+	for {
+		switch {
+		case e.ones > 0:
+			p := e.pos
+			e.pos++
+			e.ones--
+			return p, true, nil
+		case e.lit != 0:
+			p := e.litBase + uint64(bits.TrailingZeros64(e.lit))
+			e.lit &= e.lit - 1
+			return p, true, nil
+		case e.litLeft > 0:
+			if len(e.words) < 8 {
+				return 0, false, fmt.Errorf("a run-length word counts more literal words than the bitmap holds")
+			}
+			e.lit = binary.BigEndian.Uint64(e.words)
+			e.words = e.words[8:]
+			e.litBase = e.pos
+			e.pos += 64
+			e.litLeft--
+		case len(e.words) == 0:
+			return 0, false, nil
+		default:
+			w := binary.BigEndian.Uint64(e.words)
+			e.words = e.words[8:]
+			run := ((w >> 1) & 0xffffffff) * 64
+			if w&1 != 0 {
+				e.ones = run
+			} else {
+				e.pos += run
+			}
+			e.litLeft = w >> 33
+		}
+		if e.pos > maxEwahBit {
+			return 0, false, fmt.Errorf("a bit beyond %d", uint64(maxEwahBit))
+		}
+	}
+}
+
+func isGitlink(mode uint32) bool { return mode&gitModeTypeMask == gitModeGitlink }
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gitIndexError is an error about the content of the index file file at
+// byte off.
+func gitIndexError(file string, off int, format string, args ...any) error {
+	return fmt.Errorf("sandbox: git index %s, byte %d: %s: %w", file, off, fmt.Sprintf(format, args...), ErrBadPath)
+}

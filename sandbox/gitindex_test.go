@@ -1,0 +1,619 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// gitIndexRepo is a repository made by real git for the index tests.
+type gitIndexRepo struct {
+	t        testing.TB
+	dir      string
+	hashSize int
+	blob     string // the empty blob, written to the object store
+	commit   string // an object name of the repository's length, for gitlinks
+}
+
+// newGitIndexRepo runs "git init" with args in a new directory, with
+// git's system and global configuration kept out.
+func newGitIndexRepo(t testing.TB, args ...string) *gitIndexRepo {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		unavailableTB(t, "git is not installed: nothing to write an index")
+	}
+	r := &gitIndexRepo{t: t, dir: t.TempDir(), hashSize: 20}
+	r.git(append([]string{"init", "-q"}, args...)...)
+	if slices.Contains(args, "--object-format=sha256") {
+		r.hashSize = 32
+	}
+	r.blob = strings.TrimSpace(r.gitIn("", "hash-object", "-w", "--stdin"))
+	r.commit = strings.Repeat("c", 2*r.hashSize)
+	return r
+}
+
+// unavailableTB is [unavailable] for benchmarks and fuzz targets too.
+func unavailableTB(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if t, ok := tb.(*testing.T); ok {
+		unavailable(t, format, args...)
+		return
+	}
+	tb.Skipf(format, args...)
+}
+
+func (r *gitIndexRepo) git(args ...string) string {
+	r.t.Helper()
+	return r.gitIn("", args...)
+}
+
+// gitIn runs git in the repository with stdin as its input.
+func (r *gitIndexRepo) gitIn(stdin string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", r.dir}, args...)...)
+	env := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + r.dir,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(r.t, err, "git %q: %s", args, stderr.String())
+	return string(out)
+}
+
+// add puts entries in the index at once ("git update-index
+// --index-info"): each path with a "/" suffix-free name; a path in
+// gitlinks is a gitlink, the others are empty files.
+func (r *gitIndexRepo) add(files []string, gitlinks []string) {
+	r.t.Helper()
+	var b strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&b, "100644 %s\t%s\n", r.blob, f)
+	}
+	for _, g := range gitlinks {
+		fmt.Fprintf(&b, "160000 %s\t%s\n", r.commit, g)
+	}
+	r.gitIn(b.String(), "update-index", "--index-info")
+}
+
+func (r *gitIndexRepo) gitdir() string    { return filepath.Join(r.dir, ".git") }
+func (r *gitIndexRepo) indexPath() string { return filepath.Join(r.dir, ".git", "index") }
+
+func (r *gitIndexRepo) index() []byte {
+	r.t.Helper()
+	b, err := os.ReadFile(r.indexPath())
+	require.NoError(r.t, err)
+	return b
+}
+
+// gitlinks returns the gitlinks git lists, sorted, each once: "git
+// ls-files --stage" with extra arguments, filtered to mode 160000.
+func (r *gitIndexRepo) gitlinks(args ...string) []string {
+	r.t.Helper()
+	var out []string
+	for _, rec := range strings.Split(r.git(append([]string{"ls-files", "--stage", "-z"}, args...)...), "\x00") {
+		if mode, rest, ok := strings.Cut(rec, " "); ok && mode == "160000" {
+			_, path, _ := strings.Cut(rest, "\t")
+			out = append(out, path)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// read calls readGitlinks on the repository's index.
+func (r *gitIndexRepo) read() ([]string, error) {
+	return readGitlinks(r.gitdir(), r.indexPath(), r.hashSize)
+}
+
+func (r *gitIndexRepo) indexVersion() uint32 {
+	return binary.BigEndian.Uint32(r.index()[4:])
+}
+
+// manyPaths returns n paths sharing long prefixes, as a source tree's.
+func manyPaths(n int) []string {
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, fmt.Sprintf("src/module%02d/pkg%03d/file%04d.go", i%17, i%113, i))
+	}
+	return out
+}
+
+// TestReadGitlinksAgreesWithGit: on indexes real git writes, in each
+// version and object format, readGitlinks lists the gitlinks "git
+// ls-files --stage" lists.
+func TestReadGitlinksAgreesWithGit(t *testing.T) {
+	t.Parallel()
+	gitlinks := []string{"a", "deps/lib", "deps/lib2", "deps/lib2x/deep/er", "src/module03/pkg003/vendored", "zz/last"}
+	for _, tc := range []struct {
+		name    string
+		init    []string
+		version string // for "git update-index --index-version"
+		ita     bool   // add an intent-to-add entry, which makes git write v3
+		want    uint32 // the version git must have written
+	}{
+		{name: "v2", want: 2},
+		{name: "v3", ita: true, want: 3},
+		{name: "v4", version: "4", want: 4},
+		{name: "v4 intent-to-add", version: "4", ita: true, want: 4},
+		{name: "sha256 v2", init: []string{"--object-format=sha256"}, want: 2},
+		{name: "sha256 v3", init: []string{"--object-format=sha256"}, ita: true, want: 3},
+		{name: "sha256 v4", init: []string{"--object-format=sha256"}, version: "4", want: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newGitIndexRepo(t, tc.init...)
+			// A gitlink at stage 1 and 2 (a conflict) is listed once.
+			r.add(manyPaths(300), gitlinks)
+			r.gitIn(fmt.Sprintf("160000 %s 1\tconflict/sub\n160000 %s 2\tconflict/sub\n", r.commit, r.commit), "update-index", "--index-info")
+			// A name of 0xfff bytes or more is not counted in the flags;
+			// up to maxGitIndexPathBytes, it is read.
+			r.add([]string{"x/" + strings.Repeat("l", 4093)}, []string{"y/" + strings.Repeat("l", 4094)})
+			if tc.ita {
+				require.NoError(t, os.WriteFile(filepath.Join(r.dir, "new.txt"), []byte("x"), 0o644))
+				r.git("add", "-N", "new.txt")
+			}
+			if tc.version != "" {
+				r.git("update-index", "--index-version", tc.version)
+			}
+			require.Equal(t, tc.want, r.indexVersion())
+			want := r.gitlinks()
+			require.Len(t, want, len(gitlinks)+2)
+			got, err := r.read()
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// TestReadGitlinksSplitIndex: a split index, whose entries are in two
+// files, the shared one replaced, deleted and added to by the other:
+// readGitlinks lists what git does, in both object formats and with the
+// index in v2 and v4.
+func TestReadGitlinksSplitIndex(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		init    []string
+		version string
+	}{
+		{name: "sha1"},
+		{name: "sha1 v4", version: "4"},
+		{name: "sha256", init: []string{"--object-format=sha256"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newGitIndexRepo(t, tc.init...)
+			// Never rewrite the shared index, so that both files keep entries.
+			r.git("config", "splitIndex.maxPercentChange", "100")
+			if tc.version != "" {
+				r.git("config", "index.version", tc.version)
+			}
+			r.add(append(manyPaths(40), "file-becomes-gitlink"), []string{"kept", "replaced", "removed", "gitlink-becomes-file"})
+			r.git("update-index", "--split-index")
+			r.add([]string{"gitlink-becomes-file", "added-file"}, []string{"file-becomes-gitlink", "added", "zz/added"})
+			r.gitIn(fmt.Sprintf("160000 %s\treplaced\n", strings.Repeat("d", 2*r.hashSize)), "update-index", "--index-info")
+			r.git("update-index", "--force-remove", "removed", manyPaths(1)[0])
+
+			shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+			require.NoError(t, err)
+			require.Len(t, shared, 1)
+			// The split file replaces 3 shared entries (a gitlink by a
+			// gitlink, a gitlink by a file, a file by a gitlink), deletes 2
+			// and adds 3.
+			var names []string
+			end, err := walkGitIndex("index", r.index(), r.hashSize, true, func(_ int, name []byte, _ uint32) error {
+				names = append(names, string(name))
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, []string{"", "", "", "added", "added-file", "zz/added"}, names)
+			link, _, err := findGitIndexExtension("index", r.index(), end, r.hashSize, gitIndexLinkExt)
+			require.NoError(t, err)
+			require.Greater(t, len(link), r.hashSize, "no bitmaps in the link extension")
+			var del ewahBits
+			_, err = del.init(link[r.hashSize:])
+			require.NoError(t, err)
+			for range 2 {
+				_, ok, err := del.next()
+				require.NoError(t, err)
+				require.True(t, ok, "fewer than 2 entries deleted")
+			}
+
+			want := r.gitlinks()
+			require.Equal(t, []string{"added", "file-becomes-gitlink", "kept", "replaced", "zz/added"}, want)
+			got, err := r.read()
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+
+			// The shared index beside the index, when not in the git directory.
+			moved := t.TempDir()
+			require.NoError(t, os.Rename(r.indexPath(), filepath.Join(moved, "index")))
+			require.NoError(t, os.Rename(shared[0], filepath.Join(moved, filepath.Base(shared[0]))))
+			got, err = readGitlinks(r.gitdir(), filepath.Join(moved, "index"), r.hashSize)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// mustEntriesEnd returns where the entries of the index data end.
+func mustEntriesEnd(t testing.TB, data []byte, hashSize int) int {
+	t.Helper()
+	end, err := walkGitIndex("index", data, hashSize, true, func(int, []byte, uint32) error { return nil })
+	require.NoError(t, err)
+	return end
+}
+
+// TestReadGitlinksSplitIndexBroken: a split index git would refuse is
+// an error: its shared index missing or not the one linked, or empty
+// names with no shared index to take names from.
+func TestReadGitlinksSplitIndexBroken(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.git("config", "splitIndex.maxPercentChange", "100")
+	r.add(manyPaths(20), []string{"sub"})
+	r.git("update-index", "--split-index")
+	r.gitIn(fmt.Sprintf("160000 %s\tsub\n", strings.Repeat("d", 40)), "update-index", "--index-info")
+	want := r.gitlinks()
+	require.Equal(t, []string{"sub"}, want)
+	got, err := r.read()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+	require.NoError(t, err)
+	require.Len(t, shared, 1)
+	data, err := os.ReadFile(shared[0])
+	require.NoError(t, err)
+
+	// Its checksum is not the one linked.
+	bad := bytes.Clone(data)
+	bad[len(bad)-1] ^= 1
+	require.NoError(t, os.WriteFile(shared[0], bad, 0o644))
+	_, err = r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, "not "+strings.TrimPrefix(filepath.Base(shared[0]), "sharedindex."))
+
+	// Missing.
+	require.NoError(t, os.Remove(shared[0]))
+	_, err = r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorIs(t, err, unix.ENOENT)
+	require.NoError(t, os.WriteFile(shared[0], data, 0o644))
+
+	// A link to no shared index (all zeros) leaves the empty name of the
+	// replacement entry without a name.
+	index := r.index()
+	link, off, err := findGitIndexExtension("index", index, mustEntriesEnd(t, index, 20), 20, gitIndexLinkExt)
+	require.NoError(t, err)
+	require.NotNil(t, link)
+	bad = bytes.Clone(index)
+	clear(bad[off : off+20])
+	require.NoError(t, os.WriteFile(r.indexPath(), bad, 0o644))
+	_, err = r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, "empty name")
+}
+
+// TestReadGitlinksSparseIndex: a sparse index's directory entries (mode
+// 040000) are not gitlinks; those outside them are listed.
+func TestReadGitlinksSparseIndex(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	// git never makes a directory holding a gitlink sparse
+	// (sparse-index.c convert_to_sparse_rec).
+	r.add([]string{"in/file", "out/file", "out/deeper/file", "top"}, []string{"in/sub", "sub"})
+	r.git("commit", "-q", "-m", "x")
+	r.git("sparse-checkout", "init", "--cone", "--sparse-index")
+	r.git("sparse-checkout", "set", "in")
+	var sparseDirs int
+	for _, rec := range strings.Split(r.git("ls-files", "--sparse", "--stage", "-z"), "\x00") {
+		if strings.HasPrefix(rec, "040000 ") {
+			sparseDirs++
+		}
+	}
+	require.Equal(t, 1, sparseDirs, "git wrote no sparse directory entry")
+	want := r.gitlinks("--sparse")
+	require.Equal(t, []string{"in/sub", "sub"}, want)
+	got, err := r.read()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// TestReadGitlinksFile: what stands at the index path. A missing index
+// (or git directory) has no gitlinks; a symlink to an index is followed,
+// as git follows it; a FIFO, a device, a directory and a file over
+// maxGitIndexBytes are refused without being read, nor waited on.
+func TestReadGitlinksFile(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.add([]string{"f"}, []string{"sub"})
+	dir := t.TempDir()
+
+	got, err := readGitlinks(dir, filepath.Join(dir, "index"), 20)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = readGitlinks(dir, filepath.Join(dir, "missing", "index"), 20)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	got, err = readGitlinks(dir, filepath.Join(dir, "file", "index"), 20)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(r.indexPath(), link))
+	got, err = readGitlinks(r.gitdir(), link, 20)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub"}, got)
+
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	fifoLink := filepath.Join(dir, "fifo-link")
+	require.NoError(t, os.Symlink(fifo, fifoLink))
+	devLink := filepath.Join(dir, "dev-link")
+	require.NoError(t, os.Symlink("/dev/zero", devLink))
+	huge := filepath.Join(dir, "huge")
+	require.NoError(t, os.WriteFile(huge, nil, 0o644))
+	require.NoError(t, os.Truncate(huge, maxGitIndexBytes+1))
+	for _, tc := range []struct {
+		path  string
+		errno syscall.Errno
+	}{
+		{fifo, unix.EINVAL}, {fifoLink, unix.EINVAL}, {devLink, unix.EINVAL}, {dir, unix.EINVAL}, {huge, unix.EFBIG},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := readGitlinks(dir, tc.path, 20)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrBadPath, tc.path)
+			require.ErrorIs(t, err, tc.errno, tc.path)
+			require.ErrorContains(t, err, tc.path)
+		case <-time.After(time.Minute):
+			t.Fatalf("readGitlinks(%s) has not returned after a minute: it blocks", tc.path)
+		}
+	}
+}
+
+// TestReadGitlinksTruncated: an index cut at every byte is an error, or
+// lists only gitlinks of the whole one (a cut in the checksum or
+// extensions); never a panic.
+func TestReadGitlinksTruncated(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2", "3", "4"} {
+		t.Run("v"+version, func(t *testing.T) {
+			t.Parallel()
+			r := newGitIndexRepo(t)
+			r.add(manyPaths(12), []string{"deps/a", "deps/b", "src/module01/sub"})
+			if version == "3" {
+				require.NoError(t, os.WriteFile(filepath.Join(r.dir, "new.txt"), []byte("x"), 0o644))
+				r.git("add", "-N", "new.txt")
+			} else {
+				r.git("update-index", "--index-version", version)
+			}
+			r.git("commit", "-q", "-m", "x") // a TREE extension
+			full := r.index()
+			want, err := r.read()
+			require.NoError(t, err)
+			require.Len(t, want, 3)
+			path := filepath.Join(t.TempDir(), "index")
+			var errs int
+			for n := range len(full) {
+				require.NoError(t, os.WriteFile(path, full[:n], 0o644))
+				got, err := readGitlinks(r.gitdir(), path, 20)
+				if err != nil {
+					require.ErrorIs(t, err, ErrBadPath, "cut at %d", n)
+					errs++
+					continue
+				}
+				require.Subset(t, want, got, "cut at %d", n)
+			}
+			// Every cut inside the entries is an error.
+			require.GreaterOrEqual(t, errs, mustEntriesEnd(t, full, 20))
+		})
+	}
+}
+
+// TestReadGitlinksHostile: indexes real git wrote, then altered where a
+// careless reader trusts them. Each is an error naming the file and the
+// byte at fault; none panics or allocates by a count.
+func TestReadGitlinksHostile(t *testing.T) {
+	t.Parallel()
+	// One entry "aa/bb": its flags at byte 72, name at 74 (v2) or its
+	// strip count at 74 and name at 75 (v4); a second entry "b".
+	const flagsAt, nameAt = 12 + 40 + 20, 12 + 40 + 20 + 2
+	build := func(t *testing.T, version string, ita bool) []byte {
+		r := newGitIndexRepo(t)
+		r.add(nil, []string{"aa/bb", "b"})
+		if ita {
+			require.NoError(t, os.WriteFile(filepath.Join(r.dir, "a0"), []byte("x"), 0o644))
+			r.git("add", "-N", "a0")
+		}
+		if version != "" {
+			r.git("update-index", "--index-version", version)
+		}
+		return r.index()
+	}
+	v2, v3, v4 := build(t, "", false), build(t, "", true), build(t, "4", false)
+	require.Equal(t, "aa/bb\x00", string(v2[nameAt:nameAt+6]))
+	require.Equal(t, "\x00aa/bb\x00", string(v4[nameAt:nameAt+7]))
+	patch := func(b []byte, at int, with string) []byte {
+		b = bytes.Clone(b)
+		copy(b[at:], with)
+		return b
+	}
+	splice := func(b []byte, at, drop int, with string) []byte {
+		return slices.Concat(b[:at], []byte(with), b[at+drop:])
+	}
+	trailer := bytes.Repeat([]byte{1}, 20) // a checksum, never checked
+	// The v3 entry "a0" is intent-to-add, the first, with extended flags.
+	require.Equal(t, "a0\x00", string(v3[nameAt+2:nameAt+5]))
+	for _, tc := range []struct {
+		name, why string
+		data      []byte
+		at        int
+	}{
+		{"count 2^32-1", "entry 2 of the 4294967295", patch(v2, 8, "\xff\xff\xff\xff"), 12 + 72 + 64},
+		{"count 2^32-1 v4", "entry 2 of the 4294967295", patch(v4, 8, "\xff\xff\xff\xff"), 12 + 69 + 65},
+		{"name length too long", "length field says 6", patch(v2, flagsAt+1, "\x06"), flagsAt},
+		{"name length too short", "length field says 4", patch(v2, flagsAt+1, "\x04"), flagsAt},
+		{"name length 0xfff on a short name", "says 4095 or more, its name is 5", patch(v2, flagsAt, "\x0f\xff"), flagsAt},
+		{"v4 name length lies", "length field says 4, its name is 5", patch(v4, flagsAt+1, "\x04"), flagsAt},
+		{"v4 varint overflows", "overflows", splice(v4, nameAt, 1, strings.Repeat("\xff", 10)+"\x01"), nameAt},
+		{"v4 strips more than the name", "strips 6 bytes from the previous name, of 5", patch(v4, 12+69+62, "\x06"), 12 + 69 + 62},
+		{"unknown extended flag", "extended flags 0xa000", patch(v3, nameAt, "\xa0\x00"), nameAt},
+		{"bad version", "version 5", patch(v2, 7, "\x05"), 4},
+		{"bad signature", "signature", patch(v2, 0, "DIRK"), 0},
+		{"dot-dot", `"../bb" has a ".." component`, patch(v2, nameAt, "../bb"), nameAt},
+		{"dot", `"a/./b" has a "." component`, patch(v2, nameAt, "a/./b"), nameAt},
+		{"absolute", "is absolute", patch(v2, nameAt, "/a/bb"), nameAt},
+		{"empty component", "has an empty component", patch(v2, nameAt, "aa//b"), nameAt},
+		{"trailing slash", "ends in '/'", patch(v2, nameAt, "aa/b/"), nameAt},
+		// One entry, with flags of an empty name, an empty name, NULs.
+		{"empty name", "an entry with an empty name, and no shared index", slices.Concat(patch(v2, 8, "\x00\x00\x00\x01")[:flagsAt], make([]byte, 4), trailer), 12},
+		{"v4 empty name", "an entry with an empty name, and no shared index", slices.Concat(patch(v4, 8, "\x00\x00\x00\x01")[:flagsAt], make([]byte, 4), trailer), 12},
+		{"v4 name without its NUL", "name runs past the end of the entries", slices.Concat(patch(v4, 8, "\x00\x00\x00\x01")[:nameAt+6], trailer), nameAt + 1},
+		{"extension past the end", `extension "TREE"`, slices.Concat(v2[:len(v2)-20], []byte("TREE\x00\x00\x10\x00"), v2[len(v2)-20:]), len(v2) - 20 + 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "index")
+			require.NoError(t, os.WriteFile(path, tc.data, 0o644))
+			got, err := readGitlinks(dir, path, 20)
+			require.ErrorIs(t, err, ErrBadPath)
+			require.ErrorContains(t, err, tc.why)
+			require.ErrorContains(t, err, fmt.Sprintf("git index %s, byte %d: ", path, tc.at))
+			require.Nil(t, got)
+		})
+	}
+
+	// A name over maxGitIndexPathBytes, which git writes.
+	r := newGitIndexRepo(t)
+	r.add(nil, []string{strings.Repeat("n", maxGitIndexPathBytes+1)})
+	_, err := r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, "longer than 4096 bytes")
+	r.git("update-index", "--index-version", "4")
+	_, err = r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, "longer than 4096 bytes")
+
+	// hashSize must be an object name's.
+	_, err = readGitlinks(r.gitdir(), r.indexPath(), 16)
+	require.ErrorIs(t, err, ErrBadPath)
+}
+
+// TestGitVarint: git's varint (varint.c), in which each continuation
+// adds one, so that each value has one encoding.
+func TestGitVarint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		n    int
+	}{
+		{"\x00", 0, 1}, {"\x7f", 127, 1}, {"\x80\x00", 128, 2}, {"\x80\x7f", 255, 2}, {"\x81\x00", 256, 2},
+		{"\xff\x7f", 16511, 2}, {"\x05rest", 5, 1},
+		{"", 0, 0}, {"\x80", 0, 0},
+		{strings.Repeat("\xff", 10) + "\x01", 0, -1},
+	} {
+		v, n := gitVarint([]byte(tc.in))
+		require.Equal(t, tc.want, v, "%q", tc.in)
+		require.Equal(t, tc.n, n, "%q", tc.in)
+	}
+	for _, v := range []uint64{0, 1, 127, 128, 16511, 16512, 1<<56 - 1, 1 << 56, 1<<63 + 12345, 1<<64 - 1} {
+		got, n := gitVarint([]byte(encodeGitVarint(v)))
+		require.Equal(t, v, got)
+		require.Equal(t, len(encodeGitVarint(v)), n)
+	}
+}
+
+// encodeGitVarint is varint.c encode_varint.
+func encodeGitVarint(v uint64) string {
+	var buf [16]byte
+	pos := len(buf) - 1
+	buf[pos] = byte(v & 127)
+	for v >>= 7; v != 0; v >>= 7 {
+		v--
+		pos--
+		buf[pos] = 128 | byte(v&127)
+	}
+	return string(buf[pos:])
+}
+
+// TestEwahBits: bitmaps as git serializes them: runs of ones and zeros,
+// literal words, and the errors of a hostile one.
+func TestEwahBits(t *testing.T) {
+	t.Parallel()
+	ser := func(words ...uint64) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 0)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(words)))
+		for _, w := range words {
+			b = binary.BigEndian.AppendUint64(b, w)
+		}
+		return binary.BigEndian.AppendUint32(b, 0)
+	}
+	rlw := func(bit uint64, run, lits uint64) uint64 { return bit | run<<1 | lits<<33 }
+	all := func(b []byte) ([]uint64, error) {
+		var e ewahBits
+		n, err := e.init(b)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(b) {
+			return nil, fmt.Errorf("read %d of %d bytes", n, len(b))
+		}
+		var out []uint64
+		for {
+			p, ok, err := e.next()
+			if err != nil || !ok {
+				return out, err
+			}
+			out = append(out, p)
+		}
+	}
+	got, err := all(ser())
+	require.NoError(t, err)
+	require.Empty(t, got)
+	// One zero word run, then a literal with bits 0, 3 and 63.
+	got, err = all(ser(rlw(0, 1, 1), 1|1<<3|1<<63))
+	require.NoError(t, err)
+	require.Equal(t, []uint64{64, 67, 127}, got)
+	// A run of one word of ones, then a run of two zero words and a literal.
+	got, err = all(ser(rlw(1, 1, 0), rlw(0, 2, 1), 2))
+	require.NoError(t, err)
+	require.Len(t, got, 65)
+	require.Equal(t, uint64(63), got[63])
+	require.Equal(t, uint64(64+128+1), got[64])
+	// A literal count beyond the words.
+	_, err = all(ser(rlw(0, 0, 2), 1))
+	require.ErrorContains(t, err, "more literal words")
+	// Zero runs past git's 32-bit entry counts.
+	_, err = all(ser(rlw(0, 1<<32-1, 0), rlw(0, 1<<32-1, 0)))
+	require.ErrorContains(t, err, "beyond")
+	// A word count beyond the bytes.
+	var e ewahBits
+	_, err = e.init(ser(1)[:15])
+	require.ErrorContains(t, err, "more than its")
+}
