@@ -617,3 +617,76 @@ func TestEwahBits(t *testing.T) {
 	_, err = e.init(ser(1)[:15])
 	require.ErrorContains(t, err, "more than its")
 }
+
+// FuzzReadGitlinks: whatever the bytes, readGitlinks returns an error
+// or valid names, and never panics. Seeded with indexes git wrote.
+func FuzzReadGitlinks(f *testing.F) {
+	for _, version := range []string{"2", "3", "4"} {
+		r := newGitIndexRepo(f)
+		r.add(manyPaths(5), []string{"deps/a", "deps/b"})
+		if version == "3" {
+			require.NoError(f, os.WriteFile(filepath.Join(r.dir, "new.txt"), []byte("x"), 0o644))
+			r.git("add", "-N", "new.txt")
+		} else {
+			r.git("update-index", "--index-version", version)
+		}
+		f.Add(r.index(), false)
+	}
+	r := newGitIndexRepo(f, "--object-format=sha256")
+	r.add(manyPaths(3), []string{"sub"})
+	f.Add(r.index(), true)
+	// A split index, whose shared index is in dir.
+	dir := f.TempDir()
+	r = newGitIndexRepo(f)
+	r.git("config", "splitIndex.maxPercentChange", "100")
+	r.add(manyPaths(5), []string{"deps/a", "deps/b", "deps/c"})
+	r.git("update-index", "--split-index")
+	r.add([]string{"deps/a"}, []string{"deps/d", manyPaths(1)[0]})
+	r.git("update-index", "--force-remove", "deps/b")
+	want := r.gitlinks()
+	shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+	require.NoError(f, err)
+	require.Len(f, shared, 1)
+	require.NoError(f, os.Rename(shared[0], filepath.Join(dir, filepath.Base(shared[0]))))
+	got, err := gitlinksOfIndex(dir, filepath.Join(dir, "index"), r.index(), 20)
+	require.NoError(f, err)
+	require.Equal(f, want, got)
+	f.Add(r.index(), false)
+	f.Fuzz(func(t *testing.T, data []byte, sha256 bool) {
+		hashSize := 20
+		if sha256 {
+			hashSize = 32
+		}
+		got, err := gitlinksOfIndex(dir, filepath.Join(dir, "index"), data, hashSize)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBadPath)
+			require.Nil(t, got)
+			return
+		}
+		for _, p := range got {
+			require.Empty(t, badGitIndexPath([]byte(p), false), "%q", p)
+		}
+	})
+}
+
+// BenchmarkReadGitlinks: an index of 10,000 entries, 5 of them
+// gitlinks, as git writes it in v2 and v4.
+func BenchmarkReadGitlinks(b *testing.B) {
+	for _, version := range []string{"2", "4"} {
+		b.Run("v"+version, func(b *testing.B) {
+			r := newGitIndexRepo(b)
+			r.add(manyPaths(10000-5), []string{"a", "deps/x", "deps/y", "src/module01/sub", "zz"})
+			r.git("update-index", "--index-version", version)
+			want := r.gitlinks()
+			require.Len(b, want, 5)
+			b.SetBytes(int64(len(r.index())))
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := r.read()
+				if err != nil || len(got) != 5 {
+					b.Fatal(got, err)
+				}
+			}
+		})
+	}
+}
