@@ -73,20 +73,25 @@ const (
 //
 // The index is followed through symlinks, as git opens it, to a regular
 // file; anything else (a FIFO, a device, a directory) is refused before
-// it is opened, and the file is opened non-blocking: called once the job
-// has ended, nothing can swap the path in between. Each file is read
-// once, whole, and at most [maxGitIndexBytes]; nothing is allocated in
-// proportion to a count the file states, only to the bytes present.
+// it is opened, then opened non-blocking and without following a link
+// ([readSmallFile]), and checked again once open: a path the job swaps
+// in between (it has ended: it should not be able to) is refused or read
+// as a regular file, never waited on. Each file is read once, whole, and
+// at most [maxGitIndexBytes]; nothing is allocated in proportion to a
+// count the file states, only to the bytes present.
 //
 // # Not seen
 //
-// A sparse-directory entry (mode 040000, a cone outside a sparse index)
-// stands for a tree git has not expanded in the index; gitlinks in that
-// tree are not listed. git expands it, and the gitlinks below become
-// live, when the directory exists in the working tree
-// (clear_skip_worktree_from_present_files in git's sparse-index.c,
-// unless sparse.expectFilesOutsideOfPatterns is set). A caller that
-// must see those has to refuse a sparse index or read the trees.
+// A sparse-directory entry of a sparse index (mode 040000, a directory
+// outside the sparse-checkout cone) stands for a tree object git has not
+// expanded in the index; it is skipped, and gitlinks in that tree are
+// not listed. git itself never writes one over a gitlink
+// (convert_to_sparse_rec in git's sparse-index.c), but a job can: git
+// expands the entry, and the gitlinks below become live, when sparse
+// checkout is on and the directory exists in the working tree
+// (clear_skip_worktree_from_present_files, unless
+// sparse.expectFilesOutsideOfPatterns is set). A caller that must see
+// those has to refuse a sparse-directory entry, or read the trees.
 //
 // # Errors
 //
@@ -137,10 +142,14 @@ func gitlinksOfIndex(gitdir, indexPath string, data []byte, hashSize int) ([]str
 	// index's replacements of shared entries, which come first), whether
 	// it is a gitlink.
 	var replaced []bool
-	end, err := walkGitIndex(indexPath, data, hashSize, true, func(entry int, name []byte, mode uint32) error {
+	firstEmpty := 0 // the offset of the first entry with an empty name
+	end, err := walkGitIndex(indexPath, data, hashSize, true, func(entry, off int, name []byte, mode uint32) error {
 		if len(name) == 0 {
 			if len(replaced) != entry {
 				return fmt.Errorf("an empty name after a named entry")
+			}
+			if entry == 0 {
+				firstEmpty = off
 			}
 			replaced = append(replaced, isGitlink(mode))
 			return nil
@@ -166,7 +175,7 @@ func gitlinksOfIndex(gitdir, indexPath string, data []byte, hashSize int) ([]str
 			return nil, err
 		}
 	} else if len(replaced) > 0 {
-		return nil, gitIndexError(indexPath, gitIndexHeaderBytes, "an entry with an empty name, and no shared index it could replace an entry of")
+		return nil, gitIndexError(indexPath, firstEmpty, "an entry with an empty name, and no shared index it could replace an entry of")
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
@@ -218,7 +227,7 @@ func mergeSharedGitlinks(gitdir, indexPath string, hashSize int, link []byte, li
 		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's replace bitmap: %v", err)
 	}
 	pos, k := uint64(0), 0
-	_, err = walkGitIndex(sharedPath, data, hashSize, false, func(_ int, name []byte, mode uint32) error {
+	_, err = walkGitIndex(sharedPath, data, hashSize, false, func(_, _ int, name []byte, mode uint32) error {
 		isDel := delOK && nextDel == pos
 		isRep := repOK && nextRep == pos
 		if isDel {
@@ -255,19 +264,19 @@ func mergeSharedGitlinks(gitdir, indexPath string, hashSize int, link []byte, li
 		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's bitmaps name entry %d, beyond the %d entries of %s", max(nextDel, nextRep), pos, sharedPath)
 	}
 	if k != len(replaced) {
-		return nil, gitIndexError(indexPath, gitIndexHeaderBytes, "%d entries with an empty name, but %d replaced entries of %s", len(replaced), k, sharedPath)
+		return nil, gitIndexError(indexPath, linkOff+hashSize, "link extension's replace bitmap replaces %d entries of %s, but %d entries have an empty name", k, sharedPath, len(replaced))
 	}
 	return out, nil
 }
 
 // walkGitIndex checks the header of the index file data (named file in
-// errors) and calls fn with each entry's offset, name and mode, in
-// order, until the end of the entries, whose offset it returns. name is
+// errors) and calls fn with each entry's index, byte offset, name and
+// mode, in order, until the end of the entries, whose offset it returns. name is
 // only valid during the call. An empty name is passed only if
 // allowEmpty; an error from fn is returned with the file and the
 // entry's offset. No entry's bytes may reach into the last hashSize
 // bytes of data, the checksum.
-func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn func(entry int, name []byte, mode uint32) error) (int, error) {
+func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn func(entry, off int, name []byte, mode uint32) error) (int, error) {
 	if len(data) < gitIndexHeaderBytes+hashSize {
 		return 0, gitIndexError(file, 0, "%d bytes, shorter than a header and a checksum (%d)", len(data), gitIndexHeaderBytes+hashSize)
 	}
@@ -369,7 +378,7 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 				return 0, gitIndexError(file, nameOff, "entry %d's name %q %s", i, name, why)
 			}
 		}
-		if err := fn(int(i), name, mode); err != nil {
+		if err := fn(int(i), off, name, mode); err != nil {
 			return 0, gitIndexError(file, off, "entry %d: %v", i, err)
 		}
 		off = next

@@ -219,7 +219,7 @@ func TestReadGitlinksSplitIndex(t *testing.T) {
 			// gitlink, a gitlink by a file, a file by a gitlink), deletes 2
 			// and adds 3.
 			var names []string
-			end, err := walkGitIndex("index", r.index(), r.hashSize, true, func(_ int, name []byte, _ uint32) error {
+			end, err := walkGitIndex("index", r.index(), r.hashSize, true, func(_, _ int, name []byte, _ uint32) error {
 				names = append(names, string(name))
 				return nil
 			})
@@ -257,7 +257,7 @@ func TestReadGitlinksSplitIndex(t *testing.T) {
 // mustEntriesEnd returns where the entries of the index data end.
 func mustEntriesEnd(t testing.TB, data []byte, hashSize int) int {
 	t.Helper()
-	end, err := walkGitIndex("index", data, hashSize, true, func(int, []byte, uint32) error { return nil })
+	end, err := walkGitIndex("index", data, hashSize, true, func(int, int, []byte, uint32) error { return nil })
 	require.NoError(t, err)
 	return end
 }
@@ -311,6 +311,95 @@ func TestReadGitlinksSplitIndexBroken(t *testing.T) {
 	_, err = r.read()
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, "empty name")
+}
+
+// ewahOf serializes a bitmap of the given set positions, all below
+// 64*words, as literal words after one empty run-length word each.
+func ewahOf(positions ...uint64) []byte {
+	var lits []uint64
+	for _, p := range positions {
+		for uint64(len(lits)) <= p/64 {
+			lits = append(lits, 0)
+		}
+		lits[p/64] |= 1 << (p % 64)
+	}
+	b := binary.BigEndian.AppendUint32(nil, uint32(64*len(lits)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(lits)+1))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(lits))<<33)
+	for _, w := range lits {
+		b = binary.BigEndian.AppendUint64(b, w)
+	}
+	return binary.BigEndian.AppendUint32(b, 0)
+}
+
+// TestReadGitlinksSplitIndexBitmaps: a split index whose bitmaps were
+// rewritten. Those git reads, readGitlinks reads as git does (the
+// replacement, a gitlink, takes the name of whichever shared entry it
+// replaces); those git refuses are errors.
+func TestReadGitlinksSplitIndexBitmaps(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.git("config", "splitIndex.maxPercentChange", "100")
+	r.add(manyPaths(20), []string{"sub"})
+	r.git("update-index", "--split-index")
+	r.gitIn(fmt.Sprintf("160000 %s\tsub\n", strings.Repeat("d", 40)), "update-index", "--index-info")
+	shared := strings.Split(strings.TrimSuffix(r.git("ls-files", "-z"), "\x00"), "\x00")
+	require.Len(t, shared, 21)
+	require.Equal(t, "sub", shared[20])
+	index := r.index()
+	end := mustEntriesEnd(t, index, 20)
+	link, _, err := findGitIndexExtension("index", index, end, 20, gitIndexLinkExt)
+	require.NoError(t, err)
+	base := link[:20]
+	// The index with a link extension of base and these bitmaps, and no
+	// other extension.
+	withLink := func(del, rep []byte, extra string) []byte {
+		data := slices.Concat(base, del, rep, []byte(extra))
+		return slices.Concat(index[:end], []byte(gitIndexLinkExt), binary.BigEndian.AppendUint32(nil, uint32(len(data))), data, make([]byte, 20))
+	}
+	// As git wrote it: the gitlink replaced by a gitlink.
+	require.NoError(t, os.WriteFile(r.indexPath(), withLink(ewahOf(), ewahOf(20), ""), 0o644))
+	require.Equal(t, []string{"sub"}, r.gitlinks())
+	got, err := r.read()
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub"}, got)
+	// The first file replaced by the gitlink, the third deleted: git
+	// lists the file's name as a gitlink, and the shared "sub".
+	require.NoError(t, os.WriteFile(r.indexPath(), withLink(ewahOf(2), ewahOf(0), ""), 0o644))
+	want := r.gitlinks()
+	require.Equal(t, []string{shared[0], "sub"}, want)
+	got, err = r.read()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	// sub deleted: no gitlink but the replacement.
+	require.NoError(t, os.WriteFile(r.indexPath(), withLink(ewahOf(20), ewahOf(1), ""), 0o644))
+	want = r.gitlinks()
+	require.Equal(t, []string{shared[1]}, want)
+	got, err = r.read()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	for _, tc := range []struct {
+		name, why string
+		data      []byte
+	}{
+		{"replaced beyond", "bitmaps name entry 21, beyond the 21 entries", withLink(ewahOf(), ewahOf(21), "")},
+		{"deleted beyond", "bitmaps name entry 100, beyond the 21 entries", withLink(ewahOf(100), ewahOf(20), "")},
+		{"replaced and deleted", "entry 20 is both replaced and deleted", withLink(ewahOf(20), ewahOf(20), "")},
+		{"too many replaced", "entry 1 is replaced by", withLink(ewahOf(), ewahOf(0, 1), "")},
+		{"too few replaced", "replaces 0 entries", withLink(ewahOf(), ewahOf(), "")},
+		{"garbage after the bitmaps", "1 bytes after the link extension's bitmaps", withLink(ewahOf(), ewahOf(20), "x")},
+		{"no replace bitmap", "replace bitmap", withLink(ewahOf(), nil, "")},
+		{"short link", "shorter than an object name", slices.Concat(index[:end], []byte("link\x00\x00\x00\x04"), base[:4], make([]byte, 20))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(r.indexPath(), tc.data, 0o644))
+			_, err := r.read()
+			require.ErrorIs(t, err, ErrBadPath)
+			require.ErrorContains(t, err, tc.why)
+			require.ErrorContains(t, err, r.indexPath())
+		})
+	}
 }
 
 // TestReadGitlinksSparseIndex: a sparse index's directory entries (mode
