@@ -51,7 +51,7 @@ const (
 // the git index file at indexPath, a file of the git directory gitdir
 // (for a linked worktree, its own directory under "worktrees/"), whose
 // object names are hashSize bytes: 20 for SHA-1, 32 for SHA-256
-// (extensions.objectFormat, gitrepository-layout(5)). The format is
+// ("extensions.objectFormat" in git-config(1)). The format is
 // gitformat-index(5), read as git's read-cache.c and split-index.c read
 // it.
 //
@@ -95,9 +95,11 @@ const (
 //
 // # Errors
 //
-// A missing index (ENOENT, ENOTDIR on the path) has no gitlinks: nil,
-// nil. Every other error wraps [ErrBadPath] and names the file; those
-// about its content also give the byte offset at fault:
+// A missing index (ENOENT, ENOTDIR on the path; a symlink to nothing)
+// has no gitlinks: nil, nil, as git reads it. Every other error wraps
+// [ErrBadPath] and names the file; those about its content also give
+// the byte offset at fault:
+//   - hashSize is not 20 or 32;
 //   - the file cannot be resolved, stat'ed or read, is not a regular
 //     file (EINVAL) or is larger than maxGitIndexBytes (EFBIG);
 //   - it is shorter than a header and a checksum, does not start with
@@ -112,7 +114,8 @@ const (
 //   - a name longer than maxGitIndexPathBytes, absolute, or with an
 //     empty, "." or ".." component; an empty name is allowed only as
 //     the replacement entries of a split index;
-//   - an extension whose stated size runs past the extensions' bytes;
+//   - an extension whose stated size runs past the extensions' bytes,
+//     or a second "link" extension;
 //   - a split index git would refuse: a short or malformed link
 //     extension or bitmap, a shared index that is missing or whose
 //     checksum is not the one linked, a bitmap naming an entry beyond
@@ -386,24 +389,31 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 	return off, nil
 }
 
-// findGitIndexExtension returns the data of the first extension named
-// sig of the index file data whose entries end at byte end, and its
-// offset; nil if there is none. Extensions run up to the trailing
-// checksum of hashSize bytes; as git, fewer than 8 bytes left before it
-// end them.
+// findGitIndexExtension returns the data of the extension named sig of
+// the index file data whose entries end at byte end, and its offset; nil
+// if there is none. Extensions run up to the trailing checksum of
+// hashSize bytes; as git, fewer than 8 bytes left before it end them.
+// Two extensions named sig are an error: git reads each over the last
+// (read_link_extension keeps the bitmaps of a link without any), which
+// a reader that took either could miss.
 func findGitIndexExtension(file string, data []byte, end, hashSize int, sig string) ([]byte, int, error) {
 	limit := len(data) - hashSize
+	var found []byte
+	foundOff := 0
 	for off := end; limit-off >= 8; {
 		size := binary.BigEndian.Uint32(data[off+4:])
 		if uint64(size) > uint64(limit-off-8) {
 			return nil, 0, gitIndexError(file, off+4, "extension %q of %d bytes runs past the end of the extensions at byte %d", data[off:off+4], size, limit)
 		}
 		if string(data[off:off+4]) == sig {
-			return data[off+8 : off+8+int(size)], off + 8, nil
+			if found != nil {
+				return nil, 0, gitIndexError(file, off, "a second %q extension, after the one at byte %d", sig, foundOff-8)
+			}
+			found, foundOff = data[off+8:off+8+int(size)], off+8
 		}
 		off += 8 + int(size)
 	}
-	return nil, 0, nil
+	return found, foundOff, nil
 }
 
 // readGitIndexFile returns the content of the regular file path,

@@ -358,7 +358,8 @@ func TestReadGitlinksSplitIndexBitmaps(t *testing.T) {
 		return slices.Concat(index[:end], []byte(gitIndexLinkExt), binary.BigEndian.AppendUint32(nil, uint32(len(data))), data, make([]byte, 20))
 	}
 	// As git wrote it: the gitlink replaced by a gitlink.
-	require.NoError(t, os.WriteFile(r.indexPath(), withLink(ewahOf(), ewahOf(20), ""), 0o644))
+	good := withLink(ewahOf(), ewahOf(20), "")
+	require.NoError(t, os.WriteFile(r.indexPath(), good, 0o644))
 	require.Equal(t, []string{"sub"}, r.gitlinks())
 	got, err := r.read()
 	require.NoError(t, err)
@@ -390,6 +391,8 @@ func TestReadGitlinksSplitIndexBitmaps(t *testing.T) {
 		{"too few replaced", "replaces 0 entries", withLink(ewahOf(), ewahOf(), "")},
 		{"garbage after the bitmaps", "1 bytes after the link extension's bitmaps", withLink(ewahOf(), ewahOf(20), "x")},
 		{"no replace bitmap", "replace bitmap", withLink(ewahOf(), nil, "")},
+		// A second link, to no shared index, which git would read last.
+		{"two links", `a second "link" extension`, slices.Concat(good[:len(good)-20], []byte(gitIndexLinkExt), []byte{0, 0, 0, 20}, make([]byte, 20+20))},
 		{"short link", "shorter than an object name", slices.Concat(index[:end], []byte("link\x00\x00\x00\x04"), base[:4], make([]byte, 20))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
