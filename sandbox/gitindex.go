@@ -64,8 +64,8 @@ const (
 //
 // It reads index versions 2, 3 (extended flags) and 4 (prefix-compressed
 // names), and the split index ("link" extension): the shared index
-// "sharedindex.<hex>" is looked for in gitdir, then beside indexPath,
-// as git does; its entries are merged exactly, resolving the delete and
+// "sharedindex.<hex>" is looked for in gitdir (unless "": none known),
+// then beside indexPath, as git does; its entries are merged exactly, resolving the delete and
 // replace bitmaps (EWAH), with one over-approximation: an entry the
 // split file adds under the name of a shared gitlink does not hide that
 // gitlink. Other extensions are skipped; the trailing checksum is not
@@ -209,8 +209,12 @@ func mergeSharedGitlinks(gitdir, indexPath string, hashSize int, link []byte, li
 		}
 	}
 	name := "sharedindex." + hex.EncodeToString(base)
-	sharedPath := filepath.Join(gitdir, name)
-	data, err := readGitIndexFile(sharedPath)
+	// An empty gitdir is none known, not the current directory.
+	sharedPath, err := filepath.Join(gitdir, name), error(unix.ENOENT)
+	var data []byte
+	if gitdir != "" {
+		data, err = readGitIndexFile(sharedPath)
+	}
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		sharedPath = filepath.Join(filepath.Dir(indexPath), name)
 		data, err = readGitIndexFile(sharedPath)

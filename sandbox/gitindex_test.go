@@ -250,6 +250,9 @@ func TestReadGitlinksSplitIndex(t *testing.T) {
 			got, err = readGitlinks(r.gitdir(), filepath.Join(moved, "index"), r.hashSize)
 			require.NoError(t, err)
 			require.Equal(t, want, got)
+			got, err = readGitlinks("", filepath.Join(moved, "index"), r.hashSize)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
 		})
 	}
 }
