@@ -56,7 +56,7 @@ const (
 // it.
 //
 // The paths are relative to the working tree and '/'-separated, as
-// stored; sorted, each once (a conflicted gitlink has up to three
+// stored, with those of the sparse directories (below); sorted, each once (a conflicted gitlink has up to three
 // entries). A gitlink is an entry whose mode has the type bits 0160000,
 // whatever its other bits, as git's S_ISGITLINK tests it; its stage and
 // its skip-worktree and intent-to-add flags do not matter: git clears
@@ -80,18 +80,19 @@ const (
 // at most [maxGitIndexBytes]; nothing is allocated in proportion to a
 // count the file states, only to the bytes present.
 //
-// # Not seen
+// # Sparse directories
 //
 // A sparse-directory entry of a sparse index (mode 040000, a directory
 // outside the sparse-checkout cone) stands for a tree object git has not
-// expanded in the index; it is skipped, and gitlinks in that tree are
-// not listed. git itself never writes one over a gitlink
-// (convert_to_sparse_rec in git's sparse-index.c), but a job can: git
-// expands the entry, and the gitlinks below become live, when sparse
-// checkout is on and the directory exists in the working tree
+// expanded in the index, whose gitlinks are not in the index. git itself
+// never writes one over a gitlink (convert_to_sparse_rec in git's
+// sparse-index.c), but a job can: git expands the entry, and the
+// gitlinks below become live, when sparse checkout is on and the
+// directory exists in the working tree
 // (clear_skip_worktree_from_present_files, unless
-// sparse.expectFilesOutsideOfPatterns is set). A caller that must see
-// those has to refuse a sparse-directory entry, or read the trees.
+// sparse.expectFilesOutsideOfPatterns is set). So each one is listed
+// too, its name ending in "/" (which no gitlink's does), for the caller
+// to judge without reading the trees.
 //
 // # Errors
 //
@@ -154,11 +155,11 @@ func gitlinksOfIndex(gitdir, indexPath string, data []byte, hashSize int) ([]str
 			if entry == 0 {
 				firstEmpty = off
 			}
-			replaced = append(replaced, isGitlink(mode))
+			replaced = append(replaced, isGitlink(mode) || isSparseDir(mode))
 			return nil
 		}
-		if isGitlink(mode) {
-			out = append(out, string(name))
+		if isGitlink(mode) || isSparseDir(mode) {
+			out = append(out, listedName(name, mode))
 		}
 		return nil
 	})
@@ -258,8 +259,8 @@ func mergeSharedGitlinks(gitdir, indexPath string, hashSize int, link []byte, li
 				out = append(out, string(name))
 			}
 			k++
-		case !isDel && isGitlink(mode):
-			out = append(out, string(name))
+		case !isDel && (isGitlink(mode) || isSparseDir(mode)):
+			out = append(out, listedName(name, mode))
 		}
 		pos++
 		return nil
@@ -580,6 +581,20 @@ func (e *ewahBits) next() (uint64, bool, error) {
 }
 
 func isGitlink(mode uint32) bool { return mode&gitModeTypeMask == gitModeGitlink }
+
+// isSparseDir reports whether mode is a sparse-directory entry's
+// (S_ISSPARSEDIR in git's cache.h: the type bits of a directory).
+func isSparseDir(mode uint32) bool { return mode&gitModeTypeMask == gitModeSparseDir }
+
+// listedName is how [readGitlinks] lists an entry's name: a sparse
+// directory's ends in "/" (git writes it so; one that does not is given
+// one), a gitlink's as stored.
+func listedName(name []byte, mode uint32) string {
+	if isSparseDir(mode) && !bytes.HasSuffix(name, []byte("/")) {
+		return string(name) + "/"
+	}
+	return string(name)
+}
 
 func isZero(b []byte) bool {
 	for _, c := range b {
