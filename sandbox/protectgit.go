@@ -327,18 +327,24 @@ func commandPaths(cmd string) []string {
 // diff.external, diff.<driver>.command and .textconv,
 // filter.<driver>.clean, .smudge and .process, merge.<driver>.driver,
 // credential.helper and credential.<url>.helper, pager.<command>,
-// alias.<name> (when it starts with "!"), difftool.<tool>.cmd,
-// mergetool.<tool>.cmd and browser.<tool>.cmd.
+// alias.<name> (when it starts with "!"), difftool.<tool>.cmd and .path,
+// mergetool.<tool>.cmd and .path, browser.<tool>.cmd, man.<tool>.cmd,
+// guitool.<name>.cmd, core.gitProxy, remote.<name>.uploadpack and
+// .receivepack (run on this host for a local remote), and
+// submodule.<name>.update (when it starts with "!").
 func isGitCommandKey(v gitVar) bool {
 	sub := v.subsection != ""
 	switch v.section + "." + v.name {
-	case "core.sshcommand", "core.pager", "core.editor", "core.askpass", "sequence.editor", "diff.external":
+	case "core.sshcommand", "core.pager", "core.editor", "core.askpass", "core.gitproxy", "sequence.editor", "diff.external":
 		return !sub
 	case "gpg.program", "credential.helper":
 		return true
 	case "diff.command", "diff.textconv", "filter.clean", "filter.smudge", "filter.process", "merge.driver",
-		"difftool.cmd", "mergetool.cmd", "browser.cmd":
+		"difftool.cmd", "difftool.path", "mergetool.cmd", "mergetool.path", "browser.cmd", "man.cmd", "guitool.cmd",
+		"remote.uploadpack", "remote.receivepack":
 		return sub
+	case "submodule.update":
+		return sub && strings.HasPrefix(v.value, "!")
 	}
 	switch v.section {
 	case "pager":
