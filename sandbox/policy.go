@@ -94,6 +94,7 @@ type Policy struct {
 	hideFiles []string
 	protect   []protectMount
 	links     []ProtectedLink
+	repos     *gitRepos // nil when the policy protects no repository
 }
 
 // Mode returns the policy's mode.
@@ -373,7 +374,7 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		var pm []protectMount
 		if len(p.Protect) > 0 {
 			var err error
-			if pm, out.links, err = resolveProtect(out.Roots(), p.Protect); err != nil {
+			if pm, out.links, out.repos, err = resolveProtect(out.Roots(), p.Protect); err != nil {
 				return Policy{}, err
 			}
 		}

@@ -106,7 +106,9 @@ const maxGitFile = 4096
 
 // resolveProtect returns the mounts that keep entries read-only inside
 // the writable roots (canonical), sorted so that a directory comes before
-// what it contains. An entry ending in "/" names a directory (what is
+// what it contains, with the symlinks on the way to them and the
+// repositories whose config they keep ([settleGitlinks] reads their
+// indexes after the job). An entry ending in "/" names a directory (what is
 // mounted where it does not exist). A relative entry names a path below each root (a
 // filepath.Match glob is expanded there), an absolute one itself. Each is
 // resolved as the host's tools would reach it: symlinks are followed, and
@@ -134,7 +136,7 @@ const maxGitFile = 4096
 // whose files cannot be read or searched within their bounds
 // ([statCache.repoProtected]; wraps [ErrBadPath]): a path they make
 // protected would be left writable.
-func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, error) {
+func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *gitRepos, error) {
 	kinds := map[string]protectKind{}
 	var links []ProtectedLink
 	st := statCache{}
@@ -165,7 +167,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 		}
 		return targets, nil
 	}
-	repos := map[string]bool{}
+	repos := newGitRepos()
 	// protectRepos protects what the repositories whose config files
 	// are configs (resolved), with the working tree worktree, make git
 	// run ([statCache.repoProtected]), and those of their submodules'
@@ -215,7 +217,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				cands = expandEntry(root, rel)
 				more, err := anchoredAbove(root, rel)
 				if err != nil {
-					return nil, nil, fmt.Errorf("%w (protect %q)", err, e)
+					return nil, nil, nil, fmt.Errorf("%w (protect %q)", err, e)
 				}
 				cands = append(cands, more...)
 			}
@@ -227,18 +229,18 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 				})
 			}
 			if len(cands) > maxProtectMatches {
-				return nil, nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours there, or narrow the policy's protect list): %w", e, len(cands), root, maxProtectMatches, ErrBadPath)
+				return nil, nil, nil, fmt.Errorf("sandbox: protect %q matches %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove what is not yours there, or narrow the policy's protect list): %w", e, len(cands), root, maxProtectMatches, ErrBadPath)
 			}
 			for _, c := range cands {
 				targets, err := protectOne(base, c, dir, fmt.Sprintf("protect %q", e))
 				if err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				if !isGitConfigEntry(e) {
 					continue
 				}
 				if err := protectRepos(targets, worktreeOf(c), e); err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 			}
 		}
@@ -251,7 +253,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 		if wt := st.enclosingWorktree(root); wt != "" {
 			targets, _, _ := st.resolveGit("/", filepath.Join(wt, ".git", "config"), 0)
 			if err := protectRepos(targets, wt, ".git/config"); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
@@ -269,7 +271,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, e
 		}
 		out = append(out, protectMount{path: p, kind: kinds[p]})
 	}
-	return out, links, nil
+	return out, links, repos, nil
 }
 
 // expandEntry returns the paths a protect entry names: the entry itself
@@ -616,6 +618,13 @@ func moveCreatedUnder(roots, paths []string, jobID string) string {
 
 // walkCreated settles p, below root, for [moveCreatedUnder].
 func walkCreated(root, p, jobID string) string {
+	return walkAside(root, p, jobID, "the job created the protected path "+p)
+}
+
+// walkAside moves aside what is at p, below root, reached from root one
+// entry at a time as [moveCreatedUnder] says, and returns lead with what
+// it did, or "" when nothing is at p.
+func walkAside(root, p, jobID, lead string) string {
 	cur, err := OpenNoSymlinks(root)
 	if err != nil {
 		return ""
@@ -653,12 +662,19 @@ func walkCreated(root, p, jobID string) string {
 		cur.Close()
 		cur, at = os.NewFile(uintptr(fd), next), next
 	}
-	return moveCreatedIn(int(cur.Fd()), p, jobID)
+	return moveAsideIn(int(cur.Fd()), p, jobID, lead)
 }
 
 // moveCreatedIn is [moveCreatedUnder] for the one path p, its directory open
 // as dfd (p names it in the sentence returned).
 func moveCreatedIn(dfd int, p, jobID string) string {
+	return moveAsideIn(dfd, p, jobID, "the job created the protected path "+p)
+}
+
+// moveAsideIn moves aside what is at p, in its directory open as dfd
+// ([moveAsideSaying]), and returns lead with what it did, or "" when
+// nothing is there.
+func moveAsideIn(dfd int, p, jobID, lead string) string {
 	var st unix.Stat_t
 	switch err := lookAt(dfd, filepath.Base(p), &st); {
 	case errors.Is(err, unix.ENOENT):
@@ -666,7 +682,7 @@ func moveCreatedIn(dfd int, p, jobID string) string {
 	case err != nil:
 		return fmt.Sprintf("the job may have created the protected path %s, which paddock cannot look at (%v): check it before using that directory", p, err)
 	}
-	return moveAsideSaying(fmt.Sprintf("the job created the protected path %s", p), dfd, filepath.Dir(p), filepath.Base(p), jobID)
+	return moveAsideSaying(lead, dfd, filepath.Dir(p), filepath.Base(p), jobID)
 }
 
 // asideName returns the name what a job left at base is moved to:
@@ -786,12 +802,14 @@ func existsAt(dfd int, name string) bool {
 // paths, once every process of it has ended: a symlink that led to a
 // protected path and was replaced is put back ([ProtectedLink]), what it
 // created at a protected path that did not exist is moved aside
-// ([moveCreatedUnder]), and the placeholders bwrap made are removed
+// ([moveCreatedUnder]), a submodule the command made that would run a
+// program on the host's git status is taken out of git's way
+// ([settleGitlinks]), and the placeholders bwrap made are removed
 // ([removePlaceholders]). It returns what it found, one sentence per
 // path for the attempt's reason, or "" when the command touched none; a
-// caller denies the attempt when it is not "". Everything is done in the
-// paths' directories opened without following a symlink: the caller may
-// be root, the tree is the command's.
+// caller denies the attempt when it is not "". Everything is moved in
+// the paths' directories opened without following a symlink: the caller
+// may be root, the tree is the command's.
 //
 // w is the command's watch ([ProtectWatchers.Watch]), or nil: it is stopped
 // first, what it found leads the result, and the links it put back are
@@ -804,7 +822,7 @@ func (p Policy) AfterCommand(jobID string, w *ProtectWatch) string {
 		found = append(found, w.Stop())
 		links = w.currentLinks()
 	}
-	for _, s := range []string{restoreLinks(links, jobID), moveCreatedUnder(p.Roots(), p.watchedPaths(), jobID)} {
+	for _, s := range []string{restoreLinks(links, jobID), moveCreatedUnder(p.Roots(), p.watchedPaths(), jobID), settleGitlinks(p.Roots(), p.repos, jobID)} {
 		if s != "" {
 			found = append(found, s)
 		}

@@ -45,7 +45,7 @@ func TestResolveProtect(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(outside, "d.git"), filepath.Join(root, "d", ".git")))
 	mk(root, "e", ".git") // no hooks yet
 
-	got, links, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
+	got, links, _, err := resolveProtect([]string{root}, []string{"*/.git/hooks/", "*/.git/config", ".bashrc", "a/.git/"})
 	require.NoError(t, err)
 	want := []protectMount{
 		{root + "/.bashrc", protectAbsent}, // watched, not mounted
@@ -77,7 +77,7 @@ func TestResolveProtect(t *testing.T) {
 		require.Equal(t, l.Path != root+"/d/.git", l.Unchanged(), l.Path)
 	}
 
-	_, _, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
+	_, _, _, err = resolveProtect([]string{filepath.Join(root, "a", ".git", "hooks")}, []string{"/" + root[1:] + "/a/.git/hooks"})
 	require.ErrorIs(t, err, ErrBadPath)
 }
 
@@ -222,7 +222,7 @@ func TestProtectRootWithGlobBytes(t *testing.T) {
 	root := filepath.Join(base, "br[1]*?")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub", ".git", "hooks"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, ".git", "hooks"), 0o755))
-	got, _, err := resolveProtect([]string{root}, []string{".git/hooks/", "*/.git/hooks/"})
+	got, _, _, err := resolveProtect([]string{root}, []string{".git/hooks/", "*/.git/hooks/"})
 	require.NoError(t, err)
 	var paths []string
 	for _, m := range got {

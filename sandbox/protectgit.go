@@ -103,7 +103,8 @@ func (st statCache) enclosingWorktree(root string) string {
 //     the repository it resolves to in turn (nested submodules).
 //
 // done holds the (git directory, working tree) pairs already handled in
-// this resolution, which return nothing; this one is added. Paths
+// this resolution, which return nothing; this one is added, and its git
+// directory and its submodules' are recorded as trusted. Paths
 // outside every writable root are returned too:
 // [statCache.protectTarget] passes over them.
 //
@@ -113,12 +114,10 @@ func (st statCache) enclosingWorktree(root string) string {
 // [maxGitConfigBytes], [maxGitIncludeDepth], [maxProtectMatches] git
 // directories), a directory or configuration file that cannot be read, a
 // configuration git would refuse: each wraps [ErrBadPath].
-func (st statCache) repoProtected(gitdir, worktree string, done map[string]bool) ([]gitPath, error) {
-	key := gitdir + "\x00" + worktree
-	if done[key] {
+func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gitPath, error) {
+	if !done.add(gitdir, worktree) {
 		return nil, nil
 	}
-	done[key] = true
 	var worktrees []string
 	if worktree != "" {
 		worktrees = []string{worktree}
@@ -132,6 +131,7 @@ func (st statCache) repoProtected(gitdir, worktree string, done map[string]bool)
 		return nil, err
 	}
 	for _, m := range mods {
+		done.trust(m)
 		out = append(out, gitdirFiles(m, "the submodule git directory "+m)...)
 		more, err := st.configProtected(m, nil)
 		if err != nil {

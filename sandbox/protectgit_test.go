@@ -115,7 +115,7 @@ func TestParseGitConfigAgreesWithGit(t *testing.T) {
 // as a map from path to kind.
 func protectedKinds(t *testing.T, roots, entries []string) map[string]protectKind {
 	t.Helper()
-	got, _, err := resolveProtect(roots, entries)
+	got, _, _, err := resolveProtect(roots, entries)
 	require.NoError(t, err)
 	out := map[string]protectKind{}
 	for _, m := range got {
@@ -202,19 +202,19 @@ func TestResolveProtectSubmodulesBounded(t *testing.T) {
 	t.Parallel()
 	deep := ".git/modules/" + strings.Repeat("d/", maxModulesDepth+1) + "HEAD"
 	root := gitTree(t, map[string]string{".git/config": "", deep: ""})
-	_, _, err := resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err := resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, fmt.Sprintf("more than %d levels below", maxModulesDepth))
 	// One level less is searched.
 	root = gitTree(t, map[string]string{".git/config": "", ".git/modules/" + strings.Repeat("d/", maxModulesDepth-1) + "x/": ""})
-	_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 	require.NoError(t, err)
 
 	root = gitTree(t, map[string]string{".git/config": "", ".git/modules/": ""})
 	for i := range maxModulesEntries + 1 {
 		require.NoError(t, os.WriteFile(filepath.Join(root, ".git/modules", fmt.Sprint(i)), nil, 0o644))
 	}
-	_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, fmt.Sprintf("more than %d entries", maxModulesEntries))
 
@@ -222,7 +222,7 @@ func TestResolveProtectSubmodulesBounded(t *testing.T) {
 	for _, link := range []string{".git/modules/third_party", ".git/modules"} {
 		root = gitTree(t, map[string]string{".git/config": "", filepath.Dir(link) + "/": ""})
 		require.NoError(t, os.Symlink(other, filepath.Join(root, link)))
-		_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+		_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 		require.ErrorIs(t, err, ErrBadPath, link)
 		require.ErrorContains(t, err, "is a symlink", link)
 	}
@@ -292,19 +292,19 @@ func TestResolveProtectHooksPath(t *testing.T) {
 
 	// A hooksPath that is the writable root refuses the job.
 	root = gitTree(t, map[string]string{".git/config": "[core]\n\thooksPath = .\n"})
-	_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, "core.hookspath")
 
 	// A config git would refuse refuses the job, naming file and line.
 	root = gitTree(t, map[string]string{".git/config": "[core]\n\thooksPath = \"x\n"})
-	_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, root+"/.git/config line 2")
 
 	// An include chain deeper than git follows refuses the job.
 	root = gitTree(t, map[string]string{".git/config": "[include]\n\tpath = ../loop.inc\n", "loop.inc": "[include]\n\tpath = loop.inc\n"})
-	_, _, err = resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err = resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, "deeper than git's")
 }
@@ -315,7 +315,7 @@ func TestProtectGitNotAFifo(t *testing.T) {
 	t.Parallel()
 	root := gitTree(t, map[string]string{".git/": ""})
 	require.NoError(t, unix.Mkfifo(filepath.Join(root, ".git/config"), 0o644))
-	_, _, err := resolveProtect([]string{root}, []string{".git/config"})
+	_, _, _, err := resolveProtect([]string{root}, []string{".git/config"})
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorIs(t, err, unix.EINVAL)
 }

@@ -174,3 +174,64 @@ echo done
 		}
 	})
 }
+
+// TestE2EProtectedAgainstJobsSubmodules: a job that makes a directory
+// of its workspace a repository whose core.fsmonitor runs a program,
+// and adds it to the index as a submodule, or makes the .git of a
+// submodule that is not checked out, would have the host's `git
+// status` at the top run that program: the attempt ends denied, the
+// submodule's .git is moved aside, and git status runs nothing. With
+// protect = [] the same job has git status run its program.
+func TestE2EProtectedAgainstJobsSubmodules(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		if _, err := exec.LookPath("git"); err != nil {
+			Unavailable(t, "git is not installed")
+		}
+		setup := func() (ws, pwned string) {
+			ws = t.TempDir()
+			other := filepath.Join(t.TempDir(), "other")
+			hostGit(t, "init", "-q", other)
+			hostGit(t, "-C", other, "commit", "-q", "--allow-empty", "-m", "other")
+			hostGit(t, "init", "-q", ws)
+			hostGit(t, "-C", ws, "submodule", "add", "-q", other, "mod")
+			hostGit(t, "-C", ws, "commit", "-q", "-m", "mod")
+			hostGit(t, "-C", ws, "submodule", "deinit", "-q", "-f", "mod")
+			return ws, filepath.Join(t.TempDir(), "PWNED")
+		}
+		script := func(ws, pwned string) string {
+			g := "git -c user.name=j -c user.email=j@example.com -c protocol.file.allow=always"
+			return fmt.Sprintf(`cd %[1]q
+mkdir -p vendor/lib && (cd vendor/lib && git init -q && %[2]s commit -q --allow-empty -m x && git config core.fsmonitor 'touch %[3]s; false') && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib && echo ADDED-gitlink
+(cd mod && git init -q && git config core.fsmonitor 'touch %[3]s; false') && echo MADE-mod
+echo done
+`, ws, g, pwned)
+		}
+		ws, pwned := setup()
+		job := b.WriteJob("subs.toml", fmt.Sprintf("name = \"subs\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = '''\n%s'''\n", ws, script(ws, pwned)))
+		b.SetPolicy("protect = [\"@default\"]\n")
+		out, errOut, code := b.Run("run", job)
+		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
+		for _, m := range []string{"ADDED-gitlink", "MADE-mod", "done"} {
+			require.Contains(t, out, m, "the job does what it may in its workspace")
+		}
+		j := b.Show("subs")
+		require.Equal(t, "denied", j.State, j.Reason)
+		for _, sub := range []string{"vendor/lib", "mod"} {
+			require.Contains(t, j.Reason, "the submodule "+filepath.Join(ws, sub)+" in the index of "+filepath.Join(ws, ".git")+" leads to a git directory the job could write")
+			require.NoDirExists(t, filepath.Join(ws, sub, ".git"))
+			require.DirExists(t, filepath.Join(ws, sub, ".git.paddock-created-"+j.ID))
+		}
+		hostGit(t, "-C", ws, "status", "--ignore-submodules=none")
+		require.NoFileExists(t, pwned, "the host's git ran what the job wrote")
+
+		// With nothing protected, the same job has git status run it.
+		ws, pwned = setup()
+		job = b.WriteJob("subs2.toml", fmt.Sprintf("name = \"subs2\"\nmode = \"workspace_write\"\nworkspace = %q\ncommand = '''\n%s'''\n", ws, script(ws, pwned)))
+		b.SetPolicy("protect = []\n")
+		out, errOut, code = b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		hostGit(t, "-C", ws, "status", "--ignore-submodules=none")
+		require.FileExists(t, pwned, "unprotected, the host's git status runs the job's fsmonitor")
+	})
+}
