@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -416,15 +417,22 @@ func readSmallFile(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, err
 	} else if !fi.Mode().IsRegular() {
 		return nil, unix.EINVAL
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("more than %d bytes: %w", limit, unix.EFBIG)
+	}
+	// Sized from fstat(2) (a file that grew since still stops at
+	// limit): a large file is not copied through growing buffers.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, err
 	}
+	b := buf.Bytes()
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("more than %d bytes: %w", limit, unix.EFBIG)
 	}
