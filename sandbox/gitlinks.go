@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +120,7 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 		}
 		seen[r.gitdir+"\x00"+r.worktree] = true
 		index := filepath.Join(r.gitdir, "index")
-		links, err := readGitlinks(r.gitdir, index, objectHashSize(r.gitdir))
+		links, err := gitlinksCache.read(r.gitdir, index, objectHashSize(r.gitdir))
 		if err != nil {
 			if root := inRoots(index); root != "" {
 				msg := fmt.Sprintf("paddock cannot read the git index %s, to see which submodules git would enter (%v)", index, err)
@@ -333,4 +334,103 @@ func gitdirRuns(gitdir, worktree string, trusted map[string]bool) string {
 		return fmt.Sprintf("the hook %s", filepath.Join(hooks, n))
 	}
 	return ""
+}
+
+// gitlinksCache keeps what [readGitlinks] found in the indexes read
+// last, for the next job in the same repository whose index is the same
+// file (device, inode, size, change and modification times: git writes
+// a new index by rename, and no job can set a change time): a job that
+// did not touch the index costs a stat(2), not a parse. A split index is
+// read each time.
+var gitlinksCache = &indexCache{entries: map[string]indexCacheEntry{}}
+
+// indexCache is a bounded map from an index's path to what it held;
+// safe for concurrent use.
+type indexCache struct {
+	mu      sync.Mutex
+	entries map[string]indexCacheEntry
+}
+
+type indexCacheEntry struct {
+	id       indexID
+	hashSize int
+	links    []string
+}
+
+// indexID is what tells one index file's content from another's.
+type indexID struct {
+	dev, ino, size uint64
+	ctime, mtime   unix.Timespec
+	gitdir         string
+}
+
+// maxIndexCache bounds how many indexes gitlinksCache remembers.
+const maxIndexCache = 64
+
+// read is [readGitlinks] through the cache: the index is stat'ed
+// (following links, as readGitlinks reads it) before and after it is
+// read, and what was read is kept only when both agree.
+func (c *indexCache) read(gitdir, index string, hashSize int) ([]string, error) {
+	before, ok := statIndex(gitdir, index)
+	ok = ok && !maybeSplit(gitdir, index)
+	if ok {
+		c.mu.Lock()
+		e, hit := c.entries[index]
+		c.mu.Unlock()
+		if hit && e.id == before && e.hashSize == hashSize {
+			return slices.Clone(e.links), nil
+		}
+	}
+	links, err := readGitlinks(gitdir, index, hashSize)
+	if err != nil || !ok {
+		return links, err
+	}
+	if after, ok := statIndex(gitdir, index); ok && after == before {
+		c.mu.Lock()
+		if len(c.entries) >= maxIndexCache {
+			clear(c.entries)
+		}
+		c.entries[index] = indexCacheEntry{id: before, hashSize: hashSize, links: slices.Clone(links)}
+		c.mu.Unlock()
+	}
+	return links, nil
+}
+
+// statIndex returns the identity of the index file at path; false for
+// one that is not a regular file.
+func statIndex(gitdir, path string) (indexID, bool) {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return indexID{}, false
+	}
+
+	return indexID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), ctime: st.Ctim, mtime: st.Mtim, gitdir: gitdir}, true
+}
+
+// maybeSplit reports whether the index at path may be split: a shared
+// index ("sharedindex.*" in gitdir or beside the index) holds entries
+// too, and its name, not its identity, is all the index says of it.
+func maybeSplit(gitdir, path string) bool {
+	dirs := []string{filepath.Dir(path)}
+	if gitdir != "" && gitdir != dirs[0] {
+		dirs = append(dirs, gitdir)
+	}
+	for _, dir := range dirs {
+		f, err := os.Open(dir)
+		if err != nil {
+			return true
+		}
+		for {
+			names, err := f.Readdirnames(256)
+			if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "sharedindex.") }) {
+				f.Close()
+				return true
+			}
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+	}
+	return false
 }

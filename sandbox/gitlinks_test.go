@@ -79,6 +79,7 @@ func TestSettleGitlinks(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
 		p := policy(t, top)
+		require.Empty(t, p.AfterCommand("job-0", nil), "nothing made yet (and the index read is remembered)")
 		// What the job does.
 		sub := filepath.Join(top, "vendor", "lib")
 		newRepo(t, sub)
@@ -169,6 +170,24 @@ func TestSettleGitlinks(t *testing.T) {
 		require.FileExists(t, index+".paddock-created-job-5")
 	})
 
+	t.Run("a split index", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		gitIn(t, top, "update-index", "--split-index")
+		p := policy(t, top)
+		require.Empty(t, p.AfterCommand("job-8", nil))
+		sub := filepath.Join(top, "lib")
+		newRepo(t, sub)
+		plantFSMonitor(t, sub)
+		addGitlink(t, top, "lib")
+		shared, err := filepath.Glob(filepath.Join(top, ".git", "sharedindex.*"))
+		require.NoError(t, err)
+		require.NotEmpty(t, shared, "git wrote no shared index")
+		why := p.AfterCommand("job-8", nil)
+		require.Contains(t, why, "the submodule "+sub+" in the index of "+filepath.Join(top, ".git"))
+		require.NoDirExists(t, filepath.Join(sub, ".git"))
+	})
+
 	t.Run("a sparse directory", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
@@ -257,5 +276,28 @@ func TestGitdirRuns(t *testing.T) {
 		} else {
 			require.Contains(t, got, c.runs, c.name)
 		}
+	}
+}
+
+// BenchmarkAfterCommandGitlinks: what reading the index after a job
+// adds to AfterCommand, in a repository of 10,000 files and 5
+// submodules not checked out: with ".git/config" protected (its index
+// read) against the same list without it (no repository to read).
+func BenchmarkAfterCommandGitlinks(b *testing.B) {
+	r := newGitIndexRepo(b)
+	r.add(manyPaths(10000-5), []string{"a", "deps/x", "deps/y", "src/module01/sub", "zz"})
+	for _, c := range []struct {
+		name    string
+		protect []string
+	}{{"index read", []string{".git/config", ".git/hooks/"}}, {"none", []string{".git/hooks/"}}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: r.dir, Protect: c.protect})
+			require.NoError(b, err)
+			for b.Loop() {
+				if why := p.AfterCommand("bench", nil); why != "" {
+					b.Fatal(why)
+				}
+			}
+		})
 	}
 }
