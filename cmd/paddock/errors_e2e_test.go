@@ -643,6 +643,20 @@ func TestE2ECancelRetryNamesTogether(t *testing.T) {
 	require.Equal(t, 1, strings.Count(out, ids[0]), out)
 	require.Empty(t, errOut)
 
+	// A dependent named before its dependency is retried all the same,
+	// once the dependency is; one that cannot be retried is said once.
+	ids = b.Submit(b.WriteJob("dep2.toml", "[[job]]\nname = \"a\"\ncommand = [\"true\"]\n[[job]]\nname = \"b\"\ncommand = [\"true\"]\nafter = [\"a\"]\n"))
+	out, errOut, code = b.Run("cancel", "a", "b")
+	require.Equal(t, 0, code, out+errOut)
+	out, errOut, code = b.Run("retry", "b", "a", ids[1])
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, ids[0]+"\ta\tqueued")
+	require.Contains(t, out, ids[1]+"\tb\tqueued")
+	require.Empty(t, errOut)
+	_, errOut, code = b.Run("retry", "b")
+	require.Equal(t, 1, code, errOut)
+	require.Equal(t, 1, strings.Count(errOut, "paddock: retry b:"), errOut)
+
 	_, errOut, code = b.Run("--json", "retry", "nosuch")
 	require.Equal(t, 2, code, errOut)
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")

@@ -237,26 +237,52 @@ func eachJob(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, refs
 		return &exitCodeError{code: exitUsage, err: fmt.Errorf("nothing was done: %s names a job that does not exist", verb)}
 	}
 	code := exitOK
-	for i, id := range ids {
-		j, err := op(a, id)
-		if errors.Is(err, queue.ErrWrongState) && verb == "cancel" && !before[i].Finished() {
-			// Ended since it was looked up: canceling a job named
-			// before it failed this one, its dependent. Done, unless it
-			// succeeded meanwhile.
-			if now, gerr := a.store.JobGet(ctx, id); gerr == nil && now.State.Finished() && now.State != queue.StateSucceeded {
-				j, err = now, nil
-			}
+	fail := func(i int, err error) {
+		jobError(names[i], err)
+		if errors.Is(err, queue.ErrNotFound) {
+			code = exitUsage
+		} else if code == exitOK {
+			code = exitFailure
 		}
-		if err != nil {
-			jobError(names[i], err)
-			if errors.Is(err, queue.ErrNotFound) {
-				code = exitUsage
-			} else if code == exitOK {
-				code = exitFailure
+	}
+	// A retry refused for a job's state is tried again once another job
+	// named has been retried: "retry B A", B waiting on A, retries A and
+	// then B, as "retry A B" does. Rounds end when one makes no progress.
+	todo := make([]int, len(ids))
+	for i := range todo {
+		todo[i] = i
+	}
+	for len(todo) > 0 {
+		var again []int
+		refused := map[int]error{}
+		for _, i := range todo {
+			id := ids[i]
+			j, err := op(a, id)
+			if errors.Is(err, queue.ErrWrongState) && verb == "cancel" && !before[i].Finished() {
+				// Ended since it was looked up: canceling a job named
+				// before it failed this one, its dependent. Done, unless
+				// it succeeded meanwhile.
+				if now, gerr := a.store.JobGet(ctx, id); gerr == nil && now.State.Finished() && now.State != queue.StateSucceeded {
+					j, err = now, nil
+				}
 			}
-			continue
+			if errors.Is(err, queue.ErrWrongState) && verb == "retry" {
+				again, refused[i] = append(again, i), err
+				continue
+			}
+			if err != nil {
+				fail(i, err)
+				continue
+			}
+			printJobLine(cmd.OutOrStdout(), j, gopts.JSON, messageType)
 		}
-		printJobLine(cmd.OutOrStdout(), j, gopts.JSON, messageType)
+		if len(again) == len(todo) {
+			for _, i := range again {
+				fail(i, refused[i])
+			}
+			break
+		}
+		todo = again
 	}
 	_ = runner.Wake(a.StateDir)
 	if code != exitOK {
