@@ -375,6 +375,12 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		if len(p.Protect) > 0 {
 			var err error
 			if pm, out.links, out.repos, err = resolveProtect(out.Roots(), p.Protect); err != nil {
+				if re := (*rootInProtectedError)(nil); errors.As(err, &re) {
+					if re.root == out.workspace {
+						return Policy{}, keyed("workspace", err)
+					}
+					return Policy{}, keyed("writable", err)
+				}
 				return Policy{}, err
 			}
 		}

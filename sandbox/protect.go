@@ -274,6 +274,22 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 	return out, links, repos, nil
 }
 
+// rootInProtectedError is the error for a writable root that is or lies
+// inside a protected path: it could not be written at all.
+type rootInProtectedError struct {
+	root, protected string
+}
+
+func (e *rootInProtectedError) Error() string {
+	return fmt.Sprintf("sandbox: writable root %q is or lies inside the protected path %q", e.root, e.protected)
+}
+
+func (e *rootInProtectedError) Unwrap() error { return ErrBadPath }
+
+func insideProtected(root, protected string) error {
+	return &rootInProtectedError{root: root, protected: protected}
+}
+
 // expandEntry returns the paths a protect entry names: the entry itself
 // when it has no metacharacters; else the matches (sorted) of its
 // components up to the last one with a metacharacter, each followed by
@@ -322,7 +338,7 @@ func anchoredAbove(root, rel string) ([]string, error) {
 	for i := 0; i+len(parts) <= len(comps); i++ {
 		if match(comps[i:i+len(parts)], parts) {
 			named := "/" + filepath.Join(comps[:i+len(parts)]...)
-			return nil, fmt.Errorf("sandbox: writable root %q is or lies inside the protected path %q: %w", root, named, ErrBadPath)
+			return nil, insideProtected(root, named)
 		}
 	}
 	var out []string
@@ -350,7 +366,7 @@ func (st statCache) protectTarget(roots []string, t string, dir, pointer bool, a
 	root := ""
 	for _, r := range roots {
 		if Within(r, t) {
-			return fmt.Errorf("sandbox: writable root %q is or lies inside the protected path %q: %w", r, t, ErrBadPath)
+			return insideProtected(r, t)
 		}
 		if Within(t, r) && len(r) > len(root) {
 			root = r

@@ -284,6 +284,13 @@ func TestProtectAnchoredAbove(t *testing.T) {
 		_, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: at(root), Protect: []string{".git/hooks/", ".git/modules/*/hooks/", ".config/git/"}})
 		require.ErrorIs(t, err, ErrBadPath, root)
 		require.ErrorContains(t, err, "is or lies inside the protected path", root)
+		var ke *KeyError
+		require.ErrorAs(t, err, &ke, root)
+		require.Equal(t, "workspace", ke.Key, root)
+		_, err = NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: at("home"), Writable: []string{at(root)}, Protect: []string{".git/hooks/", ".git/modules/*/hooks/", ".config/git/"}})
+		require.ErrorContains(t, err, "is or lies inside the protected path", root)
+		require.ErrorAs(t, err, &ke, root)
+		require.Equal(t, "writable", ke.Key, root)
 	}
 	_, err = NewPolicy(PolicyParams{Mode: ModeReadOnly, Workspace: at("repo/.git/hooks"), Protect: []string{".git/hooks/"}})
 	require.NoError(t, err, "a read_only job writes nothing")

@@ -653,6 +653,8 @@ func TestE2EProtectedRootInsideGit(t *testing.T) {
 		require.Equal(t, 125, code, out+errOut)
 		require.Contains(t, errOut, "is or lies inside the protected path")
 		require.NoFileExists(t, filepath.Join(hooks, "pre-commit"))
+		out, errOut, _ = b.Run("check", inHooks)
+		require.Contains(t, out, "hooks.toml:2:", "placed at the workspace key's line: %s", errOut)
 
 		inGit := b.WriteJob("git.toml", fmt.Sprintf("mode = \"workspace_write\"\nworkspace = %q\ncommand = '''\necho evil > hooks/pre-commit 2>/dev/null && echo WROTE-hook\necho mine > description && echo WROTE-description\n'''\n", filepath.Join(repo, ".git")))
 		out, errOut, code = b.Run("run", inGit)
