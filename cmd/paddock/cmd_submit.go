@@ -276,11 +276,7 @@ func runSubmit(ctx context.Context, cmd *cobra.Command, opts SubmitOptions, gopt
 		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
 	}
 	// Every file in one transaction: all of them are enqueued, or none.
-	batches := make([]*queue.JobEnqueueParams, len(files))
-	for i, f := range files {
-		batches[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path, SourceName: f.name}
-	}
-	enqueued, err := a.store.JobEnqueueAll(ctx, batches)
+	enqueued, err := a.store.JobEnqueueAll(ctx, enqueueBatches(files))
 	if err != nil {
 		return enqueueError(err)
 	}
@@ -364,14 +360,24 @@ func warnUnrunnable(w io.Writer, a *app, files []parsedFile, asJSON bool) {
 	}
 }
 
+// enqueueBatches returns the store's enqueue parameters for files, one
+// batch a file.
+func enqueueBatches(files []parsedFile) []*queue.JobEnqueueParams {
+	batches := make([]*queue.JobEnqueueParams, len(files))
+	for i, f := range files {
+		batches[i] = &queue.JobEnqueueParams{Specs: f.specs, Source: string(f.data), SourcePath: f.path, SourceName: f.name}
+	}
+	return batches
+}
+
 // refuseBeforeMaking checks files, where the state directory holds no
 // queue yet, against what the empty queue submit and run are about to
-// make would enforce (its default policy, the config's hooks), and
-// returns their refusal, so that a file refused so makes no queue: a
-// mistyped --state-dir left an empty queue behind, which ls then
-// answered from. (What only the store checks, an `after` naming nothing,
-// is refused after the queue is made.) Where a queue exists it does
-// nothing: the command's own checks against it follow.
+// make would enforce (its default policy, the config's hooks, and what
+// only the store checks, an `after` naming nothing, asked of a
+// throwaway queue: [compose.TryEnqueue]), and returns their refusal, so
+// that a file refused so makes no queue: a mistyped --state-dir left an
+// empty queue behind, which ls then answered from. Where a queue exists
+// it does nothing: the command's own checks against it follow.
 func refuseBeforeMaking(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, files []parsedFile) error {
 	cfg, stateDir, err := loadConfig(cmd, gopts)
 	if err != nil {
@@ -386,6 +392,9 @@ func refuseBeforeMaking(ctx context.Context, cmd *cobra.Command, gopts *GlobalOp
 	}
 	if err := a.Config.CheckHooks(); err != nil {
 		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
+	}
+	if err := compose.TryEnqueue(ctx, enqueueBatches(files)); errors.Is(err, jobspec.ErrInvalid) {
+		return enqueueError(err)
 	}
 	return nil
 }

@@ -589,6 +589,16 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 		require.Contains(t, errOut, "refused by policy (max_mode)", c)
 		require.NoFileExists(t, filepath.Join(dir, "paddock.db"), c)
 	}
+	// Nor does one that only the store refuses: an after naming no job.
+	orphan := b.WriteJob("orphan.toml", "name = \"orphan\"\nmode = \"read_only\"\ncommand = [\"true\"]\nafter = [\"nosuch\"]\n")
+	for _, c := range []string{"submit", "run"} {
+		dir := filepath.Join(b.Dir, c+"-orphan")
+		_, errOut, code = b.Run("--state-dir", dir, c, orphan)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, "orphan.toml:4:", c)
+		require.Contains(t, errOut, "nosuch", c)
+		require.NoFileExists(t, filepath.Join(dir, "paddock.db"), c)
+	}
 
 	// A worker makes the queue it runs, and says so when it had to: its
 	// drain of an empty one is no proof of the jobs' end.

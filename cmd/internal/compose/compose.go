@@ -56,6 +56,28 @@ func (in *Install) OpenStore(ctx context.Context) (queue.Store, error) {
 	return sqlite.Open(ctx, in.dir().Database(), sqlite.Options{})
 }
 
+// TryEnqueue enqueues batches, as [queue.Store.JobEnqueueAll] does, into
+// an empty SQLite queue in a directory of its own under os.TempDir(),
+// removed before it returns, and returns what that queue refused (an
+// `after` naming no job, a name given twice): what a new queue would
+// answer, asked before it is made. Errors: the store's refusal
+// (wrapping [jobspec.ErrInvalid] for bad input), or one creating or
+// opening the throwaway queue.
+func TryEnqueue(ctx context.Context, batches []*queue.JobEnqueueParams) error {
+	dir, err := os.MkdirTemp("", "paddock-try-")
+	if err != nil {
+		return fmt.Errorf("compose: a queue to try the jobs in: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := sqlite.Open(ctx, runner.StateDir{Root: dir}.Database(), sqlite.Options{})
+	if err != nil {
+		return fmt.Errorf("compose: a queue to try the jobs in: %w", err)
+	}
+	defer st.Close()
+	_, err = st.JobEnqueueAll(ctx, batches)
+	return err
+}
+
 // MigrateStore brings the queue's schema to this paddock's version and
 // returns a line saying what it did, e.g. "postgres: schema version 1
 // (was 0)". Opening a store migrates it too; this is for operators who
