@@ -38,14 +38,15 @@ type gitRepo struct {
 // list holds each (git directory, working tree) pair once, in the order
 // found; trusted holds their git directories and those of their
 // submodules below "modules/" (canonical) that existed, whose config
-// and hooks the policy keeps as they were. The zero value is not ready: use
-// [newGitRepos].
+// and hooks the policy keeps as they were, each with the working trees
+// it is known to have (the one it was found through, and the one its
+// core.worktree names). The zero value is not ready: use [newGitRepos].
 type gitRepos struct {
 	list    []gitRepo
-	trusted map[string]bool
+	trusted map[string]map[string]bool
 }
 
-func newGitRepos() *gitRepos { return &gitRepos{trusted: map[string]bool{}} }
+func newGitRepos() *gitRepos { return &gitRepos{trusted: map[string]map[string]bool{}} }
 
 // add records the pair, and reports whether it was new.
 func (g *gitRepos) add(gitdir, worktree string) bool {
@@ -54,51 +55,75 @@ func (g *gitRepos) add(gitdir, worktree string) bool {
 		return false
 	}
 	g.list = append(g.list, r)
-	g.trust(gitdir)
+	g.trust(gitdir, worktree)
 	return true
 }
 
-// trust records gitdir as trusted when it is a directory: a git
+// trust records gitdir as trusted, with worktree ("" for none known)
+// and the one its core.worktree names, when it is a directory: a git
 // directory that does not exist (a submodule not checked out) had
 // nothing kept, and what the job makes there is its own.
-func (g *gitRepos) trust(gitdir string) {
-	if fi, err := os.Lstat(gitdir); err == nil && fi.IsDir() {
-		g.trusted[gitdir] = true
+func (g *gitRepos) trust(gitdir, worktree string) {
+	if fi, err := os.Lstat(gitdir); err != nil || !fi.IsDir() {
+		return
+	}
+	known := g.trusted[gitdir]
+	if known == nil {
+		known = map[string]bool{}
+		g.trusted[gitdir] = known
+	}
+	for _, w := range []string{worktree, configuredWorktree(gitdir)} {
+		if c, err := filepath.EvalSymlinks(w); w != "" && err == nil {
+			known[c] = true
+		}
 	}
 }
 
 // maxGitlinkRepos bounds how many repositories [settleGitlinks] reads the
 // index of for one job (the policy's, and the submodules' below them),
 // and how many git directories it looks at: a submodule past either
-// bound counts as one that runs a program.
+// bound is taken out of git's way.
 const maxGitlinkRepos = 1024
 
+// maxGitIndexBytesPerJob bounds how many bytes of indexes
+// [settleGitlinks] reads for one job (those it reads again, not those
+// [gitlinksCache] answers): an index past it counts as unreadable.
+const maxGitIndexBytesPerJob = 1 << 30
+
 // maxGitHooks bounds how many entries of a hooks directory
-// [gitdirRuns] looks at.
+// [submoduleRuns] looks at.
 const maxGitHooks = 4096
 
 // settleGitlinks checks, once every process of a job has ended, the
-// gitlinks of the repositories repos.list (their own and, in turn, those of
-// their submodules, as git status recurses) whose ".git" lies inside
-// roots: a submodule whose git directory is not one of repos.trusted is looked at
-// ([gitdirRuns]), and when its configuration or hooks run a program, its
-// ".git" is moved aside to ".git.paddock-created-JOBID" (as a created
-// protected path is, [walkAside]), so that git on the host sees the
-// submodule as not checked out. A directory the index keeps sparse
-// that exists inside a root is moved aside too: git would expand it and
-// enter the submodules of its tree, which paddock does not read. An
-// index that cannot be read (the job may have written it so) inside a
-// root is moved aside the same way: git then sees every file as new, and
-// nothing as a submodule. It
-// returns one sentence per thing it found and did, or "" when it found
-// none. Every step reads the tree as git would (following symlinks):
-// nothing of the job runs any more, and the roots' locks keep other jobs
-// out of these trees.
+// gitlinks of the repositories repos.list (their own and, in turn, those
+// of their submodules, as git status recurses) that lie inside roots.
+// For each submodule whose ".git" exists there, the git directory it
+// leads to is found as git finds it ([submoduleGitdir]), and its ".git"
+// is moved aside to ".git.paddock-created-JOBID" (as a created protected
+// path is, [walkAside]), so that git on the host sees the submodule as
+// not checked out, when:
+//   - it leads to no git directory (another job could make one there);
+//   - it leads to one of repos.trusted, not from a working tree that git
+//     directory is known to have (git would take the index of one
+//     working tree for another's);
+//   - it leads to one the job could have made that lies elsewhere than
+//     the submodule's own ".git" or the superproject's "modules/"
+//     (another job could change it later), or whose files are not what
+//     git makes for a submodule ([submoduleRuns]).
+//
+// A directory the index keeps sparse that exists inside a root is moved
+// aside too: git would expand it and enter the submodules of its tree,
+// which paddock does not read. An index that cannot be read inside a
+// root (the job may have written it so), or past the bytes read for one
+// job, is moved aside the same way: git then sees every file as new,
+// and nothing as a submodule. It returns one sentence per thing it
+// found and did, or "" when it found none. Every step reads the tree as
+// git would (following symlinks): nothing of the job runs any more, and
+// the roots' locks keep other jobs out of these trees.
 func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 	if repos == nil {
 		return ""
 	}
-	trusted := repos.trusted
 	inRoots := func(p string) string {
 		root := ""
 		for _, r := range roots {
@@ -109,18 +134,19 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 		return root
 	}
 	var out []string
-	seen := map[string]bool{}
+	seen := map[gitRepo]bool{}
 	todo := slices.Clone(repos.list)
-	looked := 0 // git directories gitdirRuns looked at
+	looked := 0 // git directories submoduleRuns looked at
+	budget := int64(maxGitIndexBytesPerJob)
 	for len(todo) > 0 {
 		r := todo[0]
 		todo = todo[1:]
-		if r.worktree == "" || seen[r.gitdir+"\x00"+r.worktree] {
+		if r.worktree == "" || seen[r] {
 			continue
 		}
-		seen[r.gitdir+"\x00"+r.worktree] = true
+		seen[r] = true
 		index := filepath.Join(r.gitdir, "index")
-		links, err := gitlinksCache.read(r.gitdir, index, objectHashSize(r.gitdir))
+		links, err := gitlinksCache.read(r.gitdir, index, objectHashSize(r.gitdir), &budget)
 		if err != nil {
 			if root := inRoots(index); root != "" {
 				msg := fmt.Sprintf("paddock cannot read the git index %s, to see which submodules git would enter (%v)", index, err)
@@ -147,31 +173,51 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			if root == "" {
 				continue // not the job's to make
 			}
-			g, ok := submoduleGitdir(dotgit)
-			if !ok {
+			if _, err := os.Lstat(dotgit); err != nil {
 				continue // not checked out: git does not enter it
 			}
 			why := ""
-			switch {
-			case trusted[g]:
+			g, err := submoduleGitdir(dotgit)
+			wt, _ := filepath.EvalSymlinks(sub)
+			switch known, trusted := repos.trusted[g]; {
+			case err != nil:
+				why = err.Error()
+			case trusted && !known[wt]:
+				why = fmt.Sprintf("it leads to the git directory %s, which is another working tree's", g)
+			case trusted:
 			case looked >= maxGitlinkRepos:
 				why = fmt.Sprintf("it is one of more than %d submodules the job made, more than paddock looks at", maxGitlinkRepos)
+			case g != filepath.Join(wt, ".git") && !slices.ContainsFunc(modulesDirs(r.gitdir), func(m string) bool { return Within(g, m) }):
+				why = fmt.Sprintf("it leads to the git directory %s, neither its own .git nor one below the superproject's modules/", g)
 			default:
 				looked++
-				why = gitdirRuns(g, sub, trusted)
+				why = submoduleRuns(g, wt)
 			}
 			if why == "" && len(seen)+len(todo) >= maxGitlinkRepos {
 				why = fmt.Sprintf("it is one of more than %d repositories below %s, more than paddock reads the index of", maxGitlinkRepos, r.worktree)
 			}
 			if why == "" {
-				todo = append(todo, gitRepo{gitdir: g, worktree: sub})
+				todo = append(todo, gitRepo{gitdir: g, worktree: wt})
 				continue
 			}
-			msg := fmt.Sprintf("the submodule %s in the index of %s leads to a git directory the job could write, %s, that makes git on the host run a program (%s)", sub, r.gitdir, g, why)
+			msg := fmt.Sprintf("the submodule %s in the index of %s could make git on the host run a program of the job's: %s", sub, r.gitdir, why)
 			out = append(out, settleSaying(msg, root, dotgit, jobID))
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// modulesDirs returns where the submodules of the repository whose git
+// directory is gitdir keep their git directories: its "modules", and
+// its common directory's (a linked worktree's submodules), resolved.
+func modulesDirs(gitdir string) []string {
+	out := []string{filepath.Join(gitdir, "modules")}
+	if common, ok := readCommondir(gitdir); ok {
+		if c, err := filepath.EvalSymlinks(common); err == nil {
+			out = append(out, filepath.Join(c, "modules"))
+		}
+	}
+	return out
 }
 
 // settleSaying moves p, below root, aside ([walkAside]) and returns msg
@@ -184,137 +230,206 @@ func settleSaying(msg, root, p, jobID string) string {
 }
 
 // submoduleGitdir returns the canonical git directory a submodule's
-// ".git" at dotgit leads to, as git finds it (gitrepository-layout(5)):
-// the directory itself, or the one a ".git" file's "gitdir:" line names,
-// relative to the file's directory. ok is false when dotgit is neither,
-// or leads nowhere: git does not enter such a submodule.
-func submoduleGitdir(dotgit string) (string, bool) {
-	fi, err := os.Stat(dotgit)
+// ".git" at dotgit leads to, as git finds it (read_gitfile_gently in
+// git's setup.c): symlinks followed, a directory itself, or the one a
+// ".git" file's "gitdir: " line names ([readGitdir]), joined to the
+// file's directory as git joins it ([joinGitPath]) and resolved. Errors
+// (a sentence for the attempt's reason): dotgit is neither, or leads to
+// no directory.
+func submoduleGitdir(dotgit string) (string, error) {
+	real, err := filepath.EvalSymlinks(dotgit)
 	if err != nil {
-		return "", false
+		return "", fmt.Errorf("its .git cannot be resolved (%v)", err)
 	}
-	dir := dotgit
-	if fi.Mode().IsRegular() {
-		d, ok := readGitdir(dotgit)
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("its .git cannot be looked at (%v)", err)
+	}
+	dir := real
+	switch {
+	case fi.Mode().IsRegular():
+		d, ok := readGitdir(real)
 		if !ok {
-			return "", false
+			return "", errors.New("its .git is a file that names no git directory")
 		}
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(filepath.Dir(dotgit), d)
-		}
-		dir = d
-	} else if !fi.IsDir() {
-		return "", false
+		dir = joinGitPath(filepath.Dir(dotgit), d)
+	case !fi.IsDir():
+		return "", errors.New("its .git is neither a directory nor a file")
 	}
 	c, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", false
+		return "", fmt.Errorf("its .git leads to %s, which does not exist (%v)", dir, err)
 	}
 	if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
-		return "", false
+		return "", fmt.Errorf("its .git leads to %s, which is not a directory", dir)
 	}
-	return c, true
+	return c, nil
+}
+
+// configuredWorktree returns the working tree the configuration of the
+// git directory gitdir names (core.worktree, the last one set, relative
+// to gitdir: git-config(1)), as written and joined, not resolved; "" when
+// it names none or cannot be read.
+func configuredWorktree(gitdir string) string {
+	vars := gitConfigVars(filepath.Join(gitdir, "config"))
+	wt := ""
+	for _, v := range vars {
+		if v.key() == "core.worktree" && !v.noValue {
+			wt = v.value
+		}
+	}
+	if p := expandGitPath(wt); p != "" {
+		return joinGitPath(gitdir, p)
+	}
+	return ""
+}
+
+// gitConfigVars returns the variables of the git configuration file
+// name, without following its includes; none when it cannot be read or
+// parsed.
+func gitConfigVars(name string) []gitVar {
+	data, err := readSmallFile(name, maxGitConfigBytes)
+	if err != nil {
+		return nil
+	}
+	vars, err := parseGitConfig(name, data)
+	if err != nil {
+		return nil
+	}
+	return vars
 }
 
 // objectHashSize returns the size in bytes of the object names of the
-// repository whose git directory is gitdir: 32 when its configuration
-// (or that of its "commondir") sets extensions.objectFormat to sha256,
-// else 20 (SHA-1; gitrepository-layout(5), "extensions.objectFormat").
+// repository whose git directory is gitdir, as git decides it
+// (setup.c, check_repository_format_gently): from the configuration of
+// its common directory (its "commondir", else itself), 32 when
+// core.repositoryformatversion is 1 or more and extensions.objectFormat
+// is sha256, else 20 (SHA-1).
 func objectHashSize(gitdir string) int {
-	dirs := []string{gitdir}
-	if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(gitdir, common)
-		}
-		dirs = append(dirs, common)
+	dir := gitdir
+	if common, ok := readCommondir(gitdir); ok {
+		dir = common
 	}
-	for _, d := range dirs {
-		name := filepath.Join(d, "config")
-		data, err := readSmallFile(name, maxGitConfigBytes)
-		if err != nil {
-			continue
+	version, format := "0", "sha1"
+	for _, v := range gitConfigVars(dir + "/config") {
+		switch v.key() {
+		case "core.repositoryformatversion":
+			version = v.value
+		case "extensions.objectformat":
+			format = strings.ToLower(v.value)
 		}
-		vars, err := parseGitConfig(name, data)
-		if err != nil {
-			continue
-		}
-		for _, v := range vars {
-			if v.key() == "extensions.objectformat" && strings.EqualFold(v.value, "sha256") {
-				return 32
-			}
-		}
+	}
+	if version != "0" && version != "" && format == "sha256" {
+		return 32
 	}
 	return 20
 }
 
-// gitdirRuns returns why git, entering the submodule whose working tree
-// is worktree and whose git directory is gitdir, would run a program or
-// read configuration beyond that directory's own, or "" when it would
-// not: its "config" or "config.worktree" sets a key whose value git runs
-// ([isGitCommandKey]), core.fsmonitor to a hook, core.hooksPath,
-// core.worktree to another directory than worktree, an include, or
-// protocol.allow or protocol.<name>.allow to "always"; it has a
-// "commondir" leading elsewhere than to one of trusted; or its "hooks"
-// directory holds anything but git's ".sample" files and directories. A
-// configuration git could not read, or a directory that cannot be
-// listed, counts as running something: paddock cannot tell.
-func gitdirRuns(gitdir, worktree string, trusted map[string]bool) string {
-	if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(gitdir, common)
-		}
-		if c, err := filepath.EvalSymlinks(common); err != nil || !trusted[c] {
-			return fmt.Sprintf("%s names the common directory %s", filepath.Join(gitdir, "commondir"), common)
-		}
-	} else if _, err := os.Lstat(filepath.Join(gitdir, "commondir")); err == nil {
-		return fmt.Sprintf("%s is not a file paddock can read", filepath.Join(gitdir, "commondir"))
+// submoduleConfigKeys are the keys git writes in a submodule's git
+// directory when it clones or makes one (git clone, git submodule
+// update, git init), and those a user sets there commonly, none of which
+// makes git run anything or read from elsewhere: the keys
+// [submoduleRuns] lets a git directory the job made set.
+var submoduleConfigKeys = map[string]bool{
+	"core.repositoryformatversion": true, "core.filemode": true, "core.bare": true,
+	"core.logallrefupdates": true, "core.symlinks": true, "core.ignorecase": true,
+	"core.precomposeunicode": true, "core.worktree": true, "extensions.objectformat": true,
+	"remote.url": true, "remote.fetch": true, "branch.remote": true, "branch.merge": true,
+	"submodule.url": true, "submodule.active": true, "user.name": true, "user.email": true,
+}
+
+// allowedSubmoduleKey reports whether v is one of submoduleConfigKeys,
+// with a subsection where git writes one: remote.<name>.*,
+// branch.<name>.*, submodule.<name>.url; submodule.active and
+// submodule.<name>.active; none for the others.
+func allowedSubmoduleKey(v gitVar) bool {
+	key := v.section + "." + v.name
+	if !submoduleConfigKeys[key] {
+		return false
 	}
-	st := statCache{}
-	var vars []gitVar
-	var included []gitPath
-	for _, name := range []string{"config", "config.worktree"} {
-		if err := st.readGitConfig(filepath.Join(gitdir, name), 0, &vars, &included); err != nil {
-			return err.Error()
+	switch {
+	case v.section == "remote", v.section == "branch", key == "submodule.url":
+		return v.subsection != ""
+	case key == "submodule.active":
+		return true
+	}
+	return v.subsection == ""
+}
+
+// submoduleRuns returns why git, entering the submodule whose working
+// tree is worktree (canonical) and whose git directory gitdir (canonical)
+// the job made, could run a program of the job's, or "" when it could not: its
+// "config" sets a key git does not write for a submodule
+// ([submoduleConfigKeys]: an allow-list, since git runs programs named
+// by keys no list of dangerous ones keeps up with), core.bare true,
+// core.worktree to another directory than worktree, a remote URL of the
+// "ext::" or "fd::" transports, a repository format git would not take
+// it as (core.repositoryformatversion other than 0 or 1,
+// extensions.objectFormat other than sha1 or sha256); it has a
+// "commondir" or "config.worktree" (read beside or instead of its
+// config); or its "hooks" holds anything but git's ".sample" files. A
+// configuration that cannot be read counts as running something:
+// paddock cannot tell.
+func submoduleRuns(gitdir, worktree string) string {
+	for _, name := range []string{"commondir", "config.worktree"} {
+		if _, err := os.Lstat(filepath.Join(gitdir, name)); err == nil {
+			return fmt.Sprintf("%s exists (git reads its configuration from there too)", filepath.Join(gitdir, name))
 		}
 	}
-	wt, _ := filepath.EvalSymlinks(worktree)
+	name := filepath.Join(gitdir, "config")
+	data, err := readSmallFile(name, maxGitConfigBytes)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Sprintf("%s has no config", gitdir)
+		}
+		return fmt.Sprintf("%s cannot be read (%v)", name, err)
+	}
+	vars, err := parseGitConfig(name, data)
+	if err != nil {
+		return err.Error()
+	}
 	for _, v := range vars {
-		at := fmt.Sprintf("%s line %d: %s = %q", v.file, v.line, v.key(), v.value)
-		switch k := v.key(); {
-		case v.section == "include" || v.section == "includeif":
-			return at
-		case k == "core.hookspath", isGitCommandKey(v):
-			return at
-		case k == "core.fsmonitor":
-			if _, ok := parseGitBool(v.value, v.noValue); !ok && v.value != "" {
+		at := fmt.Sprintf("%s line %d: %s = %q", name, v.line, v.key(), v.value)
+		key := v.section + "." + v.name
+		if !allowedSubmoduleKey(v) {
+			return at + " (git sets no such key for a submodule)"
+		}
+		if v.noValue && key != "core.bare" {
+			return at + " (no value)"
+		}
+		switch key {
+		case "core.bare":
+			if b, ok := parseGitBool(v.value, v.noValue); !ok || b {
 				return at
 			}
-		case k == "core.worktree":
-			p := expandGitPath(v.value)
-			if p != "" && !filepath.IsAbs(p) {
-				p = filepath.Join(gitdir, p)
+		case "core.worktree":
+			if c, err := filepath.EvalSymlinks(joinGitPath(gitdir, expandGitPath(v.value))); err != nil || c != worktree {
+				return at + " (not the submodule's own working tree)"
 			}
-			if c, err := filepath.EvalSymlinks(p); p == "" || err != nil || c != wt {
+		case "core.repositoryformatversion":
+			if v.value != "0" && v.value != "1" {
 				return at
 			}
-		case v.section == "protocol" && v.name == "allow":
-			if strings.EqualFold(v.value, "always") {
+		case "extensions.objectformat":
+			if f := strings.ToLower(v.value); f != "sha1" && f != "sha256" {
 				return at
+			}
+		case "remote.url":
+			if u := strings.ToLower(v.value); strings.HasPrefix(u, "ext::") || strings.HasPrefix(u, "fd::") {
+				return at + " (a transport that runs a command)"
 			}
 		}
 	}
 	hooks := filepath.Join(gitdir, "hooks")
-	f, err := os.Open(hooks)
-	if errors.Is(err, os.ErrNotExist) {
+	fd, err := unix.Open(hooks, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return ""
 	}
 	if err != nil {
-		return fmt.Sprintf("%s cannot be listed: %v", hooks, err)
+		return fmt.Sprintf("%s is not a directory paddock can list (%v)", hooks, err)
 	}
+	f := os.NewFile(uintptr(fd), hooks)
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
-		return fmt.Sprintf("%s is not a directory", hooks)
-	}
 	names, err := f.Readdirnames(maxGitHooks + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Sprintf("%s cannot be listed: %v", hooks, err)
@@ -324,11 +439,8 @@ func gitdirRuns(gitdir, worktree string, trusted map[string]bool) string {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if strings.HasSuffix(n, ".sample") {
-			continue
-		}
-		var s unix.Stat_t
-		if unix.Fstatat(int(f.Fd()), n, &s, unix.AT_SYMLINK_NOFOLLOW) == nil && s.Mode&unix.S_IFMT == unix.S_IFDIR {
+		var st unix.Stat_t
+		if strings.HasSuffix(n, ".sample") && unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 			continue
 		}
 		return fmt.Sprintf("the hook %s", filepath.Join(hooks, n))
@@ -337,31 +449,27 @@ func gitdirRuns(gitdir, worktree string, trusted map[string]bool) string {
 }
 
 // gitlinksCache keeps what [readGitlinks] found in the indexes read
-// last, for the next job in the same repository whose index is the same
-// file (device, inode, size, change and modification times: git writes
-// a new index by rename, and no job can set a change time): a job that
-// did not touch the index costs a stat(2), not a parse. A split index is
-// read each time.
-var gitlinksCache = &indexCache{entries: map[string]indexCacheEntry{}}
+// last, for the next job whose index is the same file (device, inode,
+// size, change and modification times: git writes a new index by
+// rename, and no job can set a change time), whatever its path (a hard
+// link): a job that did not touch the index costs a stat(2), not a
+// parse. A split index is read each time.
+var gitlinksCache = &indexCache{entries: map[indexID][]string{}}
 
-// indexCache is a bounded map from an index's path to what it held;
-// safe for concurrent use.
+// indexCache is a bounded map from an index file's identity to the
+// gitlinks it held; safe for concurrent use.
 type indexCache struct {
 	mu      sync.Mutex
-	entries map[string]indexCacheEntry
+	entries map[indexID][]string
 }
 
-type indexCacheEntry struct {
-	id       indexID
-	hashSize int
-	links    []string
-}
-
-// indexID is what tells one index file's content from another's.
+// indexID is what tells one index file's content from another's, with
+// what it was read as.
 type indexID struct {
 	dev, ino, size uint64
 	ctime, mtime   unix.Timespec
 	gitdir         string
+	hashSize       int
 }
 
 // maxIndexCache bounds how many indexes gitlinksCache remembers.
@@ -369,28 +477,32 @@ const maxIndexCache = 64
 
 // read is [readGitlinks] through the cache: the index is stat'ed
 // (following links, as readGitlinks reads it) before and after it is
-// read, and what was read is kept only when both agree.
-func (c *indexCache) read(gitdir, index string, hashSize int) ([]string, error) {
-	before, ok := statIndex(gitdir, index)
-	ok = ok && !maybeSplit(gitdir, index)
+// read, and what was read is kept only when both agree. What it reads is
+// taken from budget, and an index larger than what is left is refused.
+func (c *indexCache) read(gitdir, index string, hashSize int, budget *int64) ([]string, error) {
+	before, ok := statIndex(gitdir, index, hashSize)
 	if ok {
 		c.mu.Lock()
-		e, hit := c.entries[index]
+		links, hit := c.entries[before]
 		c.mu.Unlock()
-		if hit && e.id == before && e.hashSize == hashSize {
-			return slices.Clone(e.links), nil
+		if hit {
+			return slices.Clone(links), nil
 		}
+		if int64(before.size) > *budget {
+			return nil, fmt.Errorf("it is one of the indexes of more than %d bytes in all the job left, more than paddock reads", maxGitIndexBytesPerJob)
+		}
+		*budget -= int64(before.size)
 	}
 	links, err := readGitlinks(gitdir, index, hashSize)
-	if err != nil || !ok {
+	if err != nil || !ok || maybeSplit(gitdir, index) {
 		return links, err
 	}
-	if after, ok := statIndex(gitdir, index); ok && after == before {
+	if after, ok := statIndex(gitdir, index, hashSize); ok && after == before {
 		c.mu.Lock()
 		if len(c.entries) >= maxIndexCache {
 			clear(c.entries)
 		}
-		c.entries[index] = indexCacheEntry{id: before, hashSize: hashSize, links: slices.Clone(links)}
+		c.entries[before] = slices.Clone(links)
 		c.mu.Unlock()
 	}
 	return links, nil
@@ -398,13 +510,12 @@ func (c *indexCache) read(gitdir, index string, hashSize int) ([]string, error) 
 
 // statIndex returns the identity of the index file at path; false for
 // one that is not a regular file.
-func statIndex(gitdir, path string) (indexID, bool) {
+func statIndex(gitdir, path string, hashSize int) (indexID, bool) {
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return indexID{}, false
 	}
-
-	return indexID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), ctime: st.Ctim, mtime: st.Mtim, gitdir: gitdir}, true
+	return indexID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), ctime: st.Ctim, mtime: st.Mtim, gitdir: gitdir, hashSize: hashSize}, true
 }
 
 // maybeSplit reports whether the index at path may be split: a shared

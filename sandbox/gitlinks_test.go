@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // gitIn runs git in dir with a configuration of its own (no user or
@@ -31,6 +33,18 @@ func plantFSMonitor(t *testing.T, dir string) func() bool {
 	script := filepath.Join(t.TempDir(), "fsmonitor")
 	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho ran >> "+marker+"\n"), 0o755))
 	gitIn(t, dir, "config", "core.fsmonitor", script)
+	return func() bool {
+		return os.Remove(marker) == nil
+	}
+}
+
+// plantFSMonitorIn is plantFSMonitor for the git directory gitdir.
+func plantFSMonitorIn(t *testing.T, gitdir string) func() bool {
+	t.Helper()
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := filepath.Join(t.TempDir(), "fsmonitor")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho ran >> "+marker+"\n"), 0o755))
+	gitIn(t, filepath.Dir(gitdir), "--git-dir", gitdir, "config", "core.fsmonitor", script)
 	return func() bool {
 		return os.Remove(marker) == nil
 	}
@@ -90,7 +104,7 @@ func TestSettleGitlinks(t *testing.T) {
 
 		why := p.AfterCommand("job-1", nil)
 		t.Log(why)
-		require.Contains(t, why, "the submodule "+sub+" in the index of "+filepath.Join(top, ".git")+" leads to a git directory the job could write, "+filepath.Join(sub, ".git"))
+		require.Contains(t, why, "the submodule "+sub+" in the index of "+filepath.Join(top, ".git")+" could make git on the host run a program of the job's")
 		require.Contains(t, why, "core.fsmonitor")
 		require.Contains(t, why, filepath.Join(sub, ".git.paddock-created-job-1"))
 		require.NoDirExists(t, filepath.Join(sub, ".git"))
@@ -170,6 +184,100 @@ func TestSettleGitlinks(t *testing.T) {
 		require.FileExists(t, index+".paddock-created-job-5")
 	})
 
+	// What an attack review left in the submodule's place: each a .git
+	// git follows to a repository whose fsmonitor runs the job's
+	// program, read by paddock as git reads it.
+	for _, c := range []struct {
+		name  string
+		plant func(t *testing.T, top, sub string) (evil string) // returns the repository to arm
+	}{
+		{"a .git link to a .git file", func(t *testing.T, top, sub string) string {
+			evil := filepath.Join(sub, "real")
+			newRepo(t, evil)
+			require.NoError(t, os.WriteFile(filepath.Join(sub, "pointer"), []byte("gitdir: real/.git\n"), 0o644))
+			require.NoError(t, os.Symlink("pointer", filepath.Join(sub, ".git")))
+			return evil
+		}},
+		{"a trailing space", func(t *testing.T, top, sub string) string {
+			evil := filepath.Join(sub, "x")
+			newRepo(t, evil)
+			require.NoError(t, os.Rename(filepath.Join(evil, ".git"), filepath.Join(sub, "g ")))
+			require.NoError(t, os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: g \n"), 0o644))
+			return filepath.Join(sub, "g ")
+		}},
+		{"a second line", func(t *testing.T, top, sub string) string {
+			evil := filepath.Join(sub, "x")
+			newRepo(t, evil)
+			require.NoError(t, os.Rename(filepath.Join(evil, ".git"), filepath.Join(sub, "a\nb")))
+			require.NoError(t, os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: a\nb"), 0o644))
+			return filepath.Join(sub, "a\nb")
+		}},
+		{"a link before ..", func(t *testing.T, top, sub string) string {
+			evil := filepath.Join(sub, "deep", "x")
+			newRepo(t, evil)
+			require.NoError(t, os.Rename(filepath.Join(evil, ".git"), filepath.Join(sub, "deep", "g")))
+			require.NoError(t, os.Symlink("deep/x", filepath.Join(sub, "link")))
+			require.NoError(t, os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: link/../g\n"), 0o644))
+			return filepath.Join(sub, "deep", "g")
+		}},
+		{"a git directory elsewhere", func(t *testing.T, top, sub string) string {
+			evil := filepath.Join(t.TempDir(), "cache", "evil")
+			newRepo(t, evil)
+			require.NoError(t, os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: "+filepath.Join(evil, ".git")+"\n"), 0o644))
+			return "" // benign now: armed later, by another job
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			top := newTop(t)
+			p := policy(t, top)
+			sub := filepath.Join(top, "evil")
+			newRepo(t, sub)
+			addGitlink(t, top, "evil")
+			require.NoError(t, os.RemoveAll(filepath.Join(sub, ".git")))
+			evil := c.plant(t, top, sub)
+			var ran func() bool
+			if evil != "" {
+				gitdir := evil
+				if filepath.Base(evil) != "g " && filepath.Base(evil) != "a\nb" && filepath.Base(evil) != "g" {
+					gitdir = filepath.Join(evil, ".git")
+				}
+				ran = plantFSMonitorIn(t, gitdir)
+				status(t, top)
+				require.True(t, ran(), "without paddock, the host's git status runs the job's program")
+			}
+			why := p.AfterCommand("job-9", nil)
+			require.Contains(t, why, "the submodule "+sub+" in the index of "+filepath.Join(top, ".git")+" could make git on the host run a program of the job's")
+			require.NoFileExists(t, filepath.Join(sub, ".git"))
+			if ran != nil {
+				status(t, top)
+				require.False(t, ran())
+			}
+		})
+	}
+
+	t.Run("another working tree's git directory", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		other := filepath.Join(t.TempDir(), "other")
+		newRepo(t, other)
+		gitIn(t, top, "submodule", "add", "-q", other, "old")
+		gitIn(t, top, "commit", "-q", "-m", "old")
+		gitIn(t, top, "rm", "-q", "old")
+		gitIn(t, top, "commit", "-q", "-m", "no old")
+		p := policy(t, top)
+		// The job points a new submodule at the git directory the old
+		// one left, whose core.worktree still names old/.
+		y := filepath.Join(top, "y")
+		newRepo(t, y)
+		addGitlink(t, top, "y")
+		require.NoError(t, os.RemoveAll(filepath.Join(y, ".git")))
+		require.NoError(t, os.WriteFile(filepath.Join(y, ".git"), []byte("gitdir: ../.git/modules/old\n"), 0o644))
+		why := p.AfterCommand("job-10", nil)
+		require.Contains(t, why, "it leads to the git directory "+filepath.Join(top, ".git", "modules", "old")+", which is another working tree's")
+		require.NoFileExists(t, filepath.Join(y, ".git"))
+	})
+
 	t.Run("a split index", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
@@ -229,54 +337,75 @@ func TestSettleGitlinks(t *testing.T) {
 	})
 }
 
-// TestGitdirRuns: what makes a submodule's git directory one that runs
-// a program or reads configuration from elsewhere, and what does not.
-func TestGitdirRuns(t *testing.T) {
+// TestSubmoduleRuns: a git directory the job made passes only with
+// what git writes for a submodule (an allow-list of keys, git's sample
+// hooks); every other key, a hook, a file git reads beside the config,
+// or a hooks directory that is a link or a FIFO (answered at once, not
+// waited on) makes it one that may run a program.
+func TestSubmoduleRuns(t *testing.T) {
 	t.Parallel()
-	trustedDir := gitTree(t, map[string]string{"config": "[core]\n"})
+	wt := gitTree(t, map[string]string{})
+	const plain = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n\tworktree = WT\n" +
+		"[remote \"origin\"]\n\turl = /srv/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n" +
+		"[submodule \"deps/y\"]\n\turl = /srv/y.git\n\tactive = true\n[submodule]\n\tactive = .\n[user]\n\tname = a\n"
 	for _, c := range []struct {
-		name   string
-		files  map[string]string
-		runs   string // a part of the reason, "" for none
-		trusts bool   // trustedDir is trusted
+		name  string
+		files map[string]string
+		runs  string // a part of the reason, "" for none
+		fifo  bool   // hooks is a FIFO
 	}{
-		{name: "plain", files: map[string]string{"config": "[core]\n\tbare = false\n\tworktree = ../wt\n[remote \"origin\"]\n\turl = /x\n", "hooks/pre-commit.sample": "x", "hooks/sub/": ""}},
-		{name: "fsmonitor on, git's daemon", files: map[string]string{"config": "[core]\n\tfsmonitor = true\n"}},
-		{name: "fsmonitor hook", files: map[string]string{"config": "[core]\n\tfsmonitor = ./m.sh\n"}, runs: "core.fsmonitor"},
+		{name: "as git makes it", files: map[string]string{"config": plain, "hooks/pre-commit.sample": "x"}},
+		{name: "sha256", files: map[string]string{"config": "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n"}},
+		{name: "fsmonitor", files: map[string]string{"config": "[core]\n\tfsmonitor = ./m.sh\n"}, runs: "core.fsmonitor"},
+		{name: "fsmonitor on, all the same", files: map[string]string{"config": "[core]\n\tfsmonitor = true\n"}, runs: "core.fsmonitor"},
 		{name: "hooksPath", files: map[string]string{"config": "[core]\n\thooksPath = /tmp/h\n"}, runs: "core.hookspath"},
-		{name: "include", files: map[string]string{"config": "[include]\n\tpath = other\n", "other": "[core]\n"}, runs: "include.path"},
+		{name: "include", files: map[string]string{"config": "[include]\n\tpath = other\n"}, runs: "include.path"},
 		{name: "worktree elsewhere", files: map[string]string{"config": "[core]\n\tworktree = /\n"}, runs: "core.worktree"},
 		{name: "alias", files: map[string]string{"config": "[alias]\n\tst = !sh -c x\n"}, runs: "alias.st"},
 		{name: "upload-pack", files: map[string]string{"config": "[remote \"o\"]\n\tuploadpack = /tmp/x\n"}, runs: "remote.o.uploadpack"},
-		{name: "git proxy", files: map[string]string{"config": "[core]\n\tgitProxy = proxy\n"}, runs: "core.gitproxy"},
-		{name: "ext protocol", files: map[string]string{"config": "[protocol \"ext\"]\n\tallow = always\n"}, runs: "protocol.ext.allow"},
-		{name: "config.worktree", files: map[string]string{"config": "[core]\n", "config.worktree": "[core]\n\tpager = less\n"}, runs: "config.worktree line 2: core.pager"},
-		{name: "bad config", files: map[string]string{"config": "[core\n"}, runs: "config"},
+		{name: "ext allowed for the user", files: map[string]string{"config": "[protocol \"ext\"]\n\tallow = user\n"}, runs: "protocol.ext.allow"},
+		{name: "alternate refs command", files: map[string]string{"config": "[core]\n\talternateRefsCommand = x\n"}, runs: "core.alternaterefscommand"},
+		{name: "ext url", files: map[string]string{"config": "[remote \"o\"]\n\turl = ext::sh -c x\n"}, runs: "a transport that runs a command"},
+		{name: "bare", files: map[string]string{"config": "[core]\n\tbare = true\n"}, runs: "core.bare"},
+		{name: "other extension", files: map[string]string{"config": "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tworktreeConfig = true\n"}, runs: "extensions.worktreeconfig"},
+		{name: "format version", files: map[string]string{"config": "[core]\n\trepositoryformatversion = 2\n"}, runs: "core.repositoryformatversion"},
+		{name: "remote key without a remote", files: map[string]string{"config": "[remote]\n\turl = x\n"}, runs: "remote.url"},
+		{name: "config.worktree", files: map[string]string{"config": "[core]\n", "config.worktree": "[core]\n"}, runs: "config.worktree exists"},
+		{name: "commondir", files: map[string]string{"config": "[core]\n", "commondir": "../..\n"}, runs: "commondir exists"},
+		{name: "bad config", files: map[string]string{"config": "[core\n"}, runs: "an unclosed section header"},
+		{name: "no config", files: map[string]string{"HEAD": "x"}, runs: "has no config"},
 		{name: "hook", files: map[string]string{"config": "[core]\n", "hooks/post-merge": "#!/bin/sh\n"}, runs: "the hook"},
-		{name: "commondir elsewhere", files: map[string]string{"config": "[core]\n", "commondir": "/tmp\n"}, runs: "commondir"},
-		{name: "commondir trusted", files: map[string]string{"config": "[core]\n", "commondir": "TRUSTED\n"}, trusts: true},
+		{name: "hooks a FIFO", files: map[string]string{"config": "[core]\n"}, fifo: true, runs: "hooks is not a directory"},
 	} {
 		files := map[string]string{}
 		for k, v := range c.files {
-			files[k] = strings.ReplaceAll(v, "TRUSTED", trustedDir)
+			files[k] = strings.ReplaceAll(v, "WT", wt)
 		}
 		dir := gitTree(t, files)
-		wt := gitTree(t, map[string]string{})
-		if c.name == "plain" {
-			// core.worktree = ../wt names the working tree given.
-			require.NoError(t, os.Symlink(wt, filepath.Join(filepath.Dir(dir), "wt")))
+		if c.fifo {
+			require.NoError(t, unix.Mkfifo(filepath.Join(dir, "hooks"), 0o644))
 		}
-		trusted := map[string]bool{}
-		if c.trusts {
-			trusted[trustedDir] = true
+		done := make(chan string, 1)
+		go func() { done <- submoduleRuns(dir, wt) }()
+		var got string
+		select {
+		case got = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: submoduleRuns has not returned after a minute: it blocks", c.name)
 		}
-		got := gitdirRuns(dir, wt, trusted)
 		if c.runs == "" {
 			require.Empty(t, got, c.name)
 		} else {
 			require.Contains(t, got, c.runs, c.name)
 		}
 	}
+	// A hooks directory that is a link, and a sample that is one.
+	dir := gitTree(t, map[string]string{"config": "[core]\n", "real/": ""})
+	require.NoError(t, os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "hooks")))
+	require.Contains(t, submoduleRuns(dir, wt), "hooks is not a directory paddock can list")
+	dir = gitTree(t, map[string]string{"config": "[core]\n", "hooks/": "", "x": "#!/bin/sh\n"})
+	require.NoError(t, os.Symlink(filepath.Join(dir, "x"), filepath.Join(dir, "hooks", "pre-commit.sample")))
+	require.Contains(t, submoduleRuns(dir, wt), "the hook")
 }
 
 // BenchmarkAfterCommandGitlinks: what reading the index after a job
@@ -300,4 +429,59 @@ func BenchmarkAfterCommandGitlinks(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestIndexCacheBudget: an index larger than what is left of a job's
+// budget is refused before it is read, and what is read is taken from
+// the budget; an index the cache answers (the same file, through a hard
+// link too) costs nothing of it.
+func TestIndexCacheBudget(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.add(manyPaths(100), []string{"sub"})
+	size := int64(len(r.index()))
+	// Linked first: a new link changes the file's change time.
+	other := filepath.Join(t.TempDir(), "index")
+	require.NoError(t, os.Link(r.indexPath(), other))
+	cache := &indexCache{entries: map[indexID][]string{}}
+	budget := size - 1
+	_, err := cache.read(r.gitdir(), r.indexPath(), 20, &budget)
+	require.ErrorContains(t, err, "more than paddock reads")
+	require.Equal(t, size-1, budget, "nothing taken for what was not read")
+	budget = size
+	links, err := cache.read(r.gitdir(), r.indexPath(), 20, &budget)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub"}, links)
+	require.Zero(t, budget)
+	links, err = cache.read(r.gitdir(), other, 20, &budget)
+	require.NoError(t, err, "a hard link of a file read is answered by the cache")
+	require.Equal(t, []string{"sub"}, links)
+}
+
+// TestReadGitPointer: a gitdir or commondir file read as git reads it
+// (setup.c): the prefix required, only the final line ends dropped, a
+// NUL ending the value, nothing else trimmed; and joined without being
+// cleaned.
+func TestReadGitPointer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for text, want := range map[string]string{
+		"gitdir: x\n":      "x",
+		"gitdir: x\r\n\n":  "x",
+		"gitdir: x \n":     "x ",
+		"gitdir:  x":       " x",
+		"gitdir: a\nb\n":   "a\nb",
+		"gitdir: a\x00b\n": "a",
+		"gitdir:x\n":       "",
+		" gitdir: x\n":     "",
+		"gitdir: \n":       "",
+	} {
+		f := filepath.Join(dir, "f")
+		require.NoError(t, os.WriteFile(f, []byte(text), 0o644))
+		got, ok := readGitdir(f)
+		require.Equal(t, want != "", ok, "%q", text)
+		require.Equal(t, want, got, "%q", text)
+	}
+	require.Equal(t, "/a/link/../g", joinGitPath("/a", "link/../g"))
+	require.Equal(t, "/abs", joinGitPath("/a", "/abs"))
 }

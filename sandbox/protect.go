@@ -515,17 +515,15 @@ func (st statCache) resolveGit(base, path string, depth int) (targets, pointers 
 				continue
 			}
 			pointers = append(pointers, next)
-			if !filepath.IsAbs(gitdir) {
-				gitdir = filepath.Join(resolved, gitdir)
-			}
+			// Joined as git joins them, not cleaned: "link/../g" is
+			// "g" beside where link leads, which the walk below
+			// finds by taking ".." after the link.
+			gitdir = joinGitPath(resolved, gitdir)
 			tail := filepath.Join(rest...)
-			t, p, l := st.resolveGit("/", filepath.Join(gitdir, tail), depth+1)
+			t, p, l := st.resolveGit("/", gitdir+"/"+tail, depth+1)
 			targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
-			if common, ok := readLine(filepath.Join(gitdir, "commondir")); ok {
-				if !filepath.IsAbs(common) {
-					common = filepath.Join(gitdir, common)
-				}
-				t, p, l := st.resolveGit("/", filepath.Join(common, tail), depth+1)
+			if common, ok := readCommondir(gitdir); ok {
+				t, p, l := st.resolveGit("/", common+"/"+tail, depth+1)
 				targets, pointers, links = append(targets, t...), append(pointers, p...), append(links, l...)
 			}
 			return targets, pointers, links
@@ -536,35 +534,66 @@ func (st statCache) resolveGit(base, path string, depth int) (targets, pointers 
 	return []string{resolved}, pointers, links
 }
 
-// readGitdir returns the directory a ".git" file names ("gitdir: DIR").
+// readGitdir returns the directory a ".git" file at path names, as git
+// reads it (read_gitfile_gently in git's setup.c): the file must start
+// with "gitdir: "; the rest, less the line ends ("\n", "\r") at its end
+// and anything from a NUL on, is the directory, relative to the file's
+// own. Nothing else is trimmed: "gitdir: x " names "x ". false for a
+// file that is not such a file (or is a FIFO, a device, larger than
+// maxGitFile, or a symlink: the caller resolves those).
 func readGitdir(path string) (string, bool) {
-	line, ok := readLine(path)
+	return readGitPointer(path, "gitdir: ")
+}
+
+// readCommondir returns the common directory the git directory gitdir
+// names in its "commondir" file (get_common_dir_noenv in git's setup.c:
+// the content less its final line ends, relative to gitdir), joined as
+// git joins it ([joinGitPath]); false when there is none.
+func readCommondir(gitdir string) (string, bool) {
+	common, ok := readGitPointer(gitdir+"/commondir", "")
 	if !ok {
 		return "", false
 	}
-	dir, ok := strings.CutPrefix(line, "gitdir:")
-	dir = strings.TrimSpace(dir)
-	return dir, ok && dir != ""
+	return joinGitPath(gitdir, common), true
 }
 
-// readLine returns the first line of a small regular file, trimmed.
-func readLine(path string) (string, bool) {
-	// O_NONBLOCK: a FIFO named .git must not stall the worker.
+// joinGitPath is git's join of a directory and a path read from a file
+// (a gitdir or commondir line): rel itself when absolute, else dir, "/"
+// and rel, not cleaned, so that ".." after a symlink is taken where the
+// link leads, as the kernel and git's real_path take it.
+func joinGitPath(dir, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return dir + "/" + rel
+}
+
+// readGitPointer reads the small regular file path (not following a
+// symlink at its end, never blocking on a FIFO) as git reads a pointer
+// file: it must start with prefix; its line ends at the end are dropped,
+// and anything from a NUL on (git reads it as a C string).
+func readGitPointer(path, prefix string) (string, bool) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", false
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxGitFile {
 		return "", false
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxGitFile))
-	if err != nil {
+	b, err := io.ReadAll(io.LimitReader(f, maxGitFile+1))
+	if err != nil || len(b) > maxGitFile {
 		return "", false
 	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	s := strings.TrimSpace(string(line))
-	return s, s != "" && !strings.ContainsRune(s, 0)
+	b, ok := bytes.CutPrefix(b, []byte(prefix))
+	if !ok {
+		return "", false
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b), len(b) > 0
 }
 
 // removePlaceholders removes what bwrap left on the host as the mount

@@ -132,7 +132,7 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 		return nil, err
 	}
 	for _, m := range mods {
-		done.trust(m)
+		done.trust(m, "")
 		out = append(out, gitdirFiles(m, "the submodule git directory "+m)...)
 		more, err := st.configProtected(m, nil)
 		if err != nil {

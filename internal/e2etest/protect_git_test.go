@@ -218,7 +218,7 @@ echo done
 		j := b.Show("subs")
 		require.Equal(t, "denied", j.State, j.Reason)
 		for _, sub := range []string{"vendor/lib", "mod"} {
-			require.Contains(t, j.Reason, "the submodule "+filepath.Join(ws, sub)+" in the index of "+filepath.Join(ws, ".git")+" leads to a git directory the job could write")
+			require.Contains(t, j.Reason, "the submodule "+filepath.Join(ws, sub)+" in the index of "+filepath.Join(ws, ".git")+" could make git on the host run a program of the job's")
 			require.NoDirExists(t, filepath.Join(ws, sub, ".git"))
 			require.DirExists(t, filepath.Join(ws, sub, ".git.paddock-created-"+j.ID))
 		}
