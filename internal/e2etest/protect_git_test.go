@@ -180,8 +180,10 @@ echo done
 // and adds it to the index as a submodule, or makes the .git of a
 // submodule that is not checked out, would have the host's `git
 // status` at the top run that program: the attempt ends denied, the
-// submodule's .git is moved aside, and git status runs nothing. With
-// protect = [] the same job has git status run its program.
+// submodule's .git is moved aside, and git status runs nothing; a
+// submodule whose hooks are a FIFO does not stop the worker (nothing
+// bounds how soon but the test's timeout). With protect = [] the same
+// job has git status run its program.
 func TestE2EProtectedAgainstJobsSubmodules(t *testing.T) {
 	t.Parallel()
 	bothGrades(t, func(t *testing.T, b *Bundle) {
@@ -204,6 +206,7 @@ func TestE2EProtectedAgainstJobsSubmodules(t *testing.T) {
 			return fmt.Sprintf(`cd %[1]q
 mkdir -p vendor/lib && (cd vendor/lib && git init -q && %[2]s commit -q --allow-empty -m x && git config core.fsmonitor 'touch %[3]s; false') && git update-index --add --cacheinfo 160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib && echo ADDED-gitlink
 (cd mod && git init -q && git config core.fsmonitor 'touch %[3]s; false') && echo MADE-mod
+mkdir fifo && (cd fifo && git init -q && %[2]s commit -q --allow-empty -m x && rm -rf .git/hooks && mkfifo .git/hooks) && git update-index --add --cacheinfo 160000,$(git -C fifo rev-parse HEAD),fifo && echo MADE-fifo
 echo done
 `, ws, g, pwned)
 		}
@@ -212,12 +215,12 @@ echo done
 		b.SetPolicy("protect = [\"@default\"]\n")
 		out, errOut, code := b.Run("run", job)
 		require.NotEqual(t, 0, code, "%s\n%s", out, errOut)
-		for _, m := range []string{"ADDED-gitlink", "MADE-mod", "done"} {
+		for _, m := range []string{"ADDED-gitlink", "MADE-mod", "MADE-fifo", "done"} {
 			require.Contains(t, out, m, "the job does what it may in its workspace")
 		}
 		j := b.Show("subs")
 		require.Equal(t, "denied", j.State, j.Reason)
-		for _, sub := range []string{"vendor/lib", "mod"} {
+		for _, sub := range []string{"vendor/lib", "mod", "fifo"} {
 			require.Contains(t, j.Reason, "the submodule "+filepath.Join(ws, sub)+" in the index of "+filepath.Join(ws, ".git")+" could make git on the host run a program of the job's")
 			require.NoDirExists(t, filepath.Join(ws, sub, ".git"))
 			require.DirExists(t, filepath.Join(ws, sub, ".git.paddock-created-"+j.ID))
