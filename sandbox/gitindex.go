@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,8 +20,10 @@ import (
 const (
 	// maxGitIndexBytes bounds the size of one index file (the index or
 	// its shared index) read; a larger one is refused before a byte of
-	// it is read.
-	maxGitIndexBytes = 512 << 20
+	// it is read. The index of a repository of a million files is about
+	// 100 MiB; 256 MiB leaves room for long paths and extensions while
+	// halving what one file a job writes can make the check read.
+	maxGitIndexBytes = 256 << 20
 	// maxGitIndexPathBytes bounds the length of an entry's name: git's
 	// PATH_MAX, beyond which git could not lstat the path anyway.
 	maxGitIndexPathBytes = 4096
@@ -77,8 +80,9 @@ const (
 // ([readSmallFile]), and checked again once open: a path the job swaps
 // in between (it has ended: it should not be able to) is refused or read
 // as a regular file, never waited on. Each file is read once, whole, and
-// at most [maxGitIndexBytes]; nothing is allocated in proportion to a
-// count the file states, only to the bytes present.
+// at most [maxGitIndexBytes], unless sparse (which git never writes);
+// nothing is allocated in proportion to a count the file states, only
+// to the bytes present.
 //
 // # Sparse directories
 //
@@ -102,7 +106,9 @@ const (
 // the byte offset at fault:
 //   - hashSize is not 20 or 32;
 //   - the file cannot be resolved, stat'ed or read, is not a regular
-//     file (EINVAL) or is larger than maxGitIndexBytes (EFBIG);
+//     file (EINVAL), is larger than maxGitIndexBytes (EFBIG) or sparse:
+//     fewer bytes allocated than its size less a file-system block
+//     (EFBIG);
 //   - it is shorter than a header and a checksum, does not start with
 //     "DIRC", or is not version 2, 3 or 4;
 //   - an entry runs past the entries' bytes (the file is truncated, or
@@ -439,7 +445,27 @@ func readGitIndexFile(path string) ([]byte, error) {
 	if fi.Size() > maxGitIndexBytes {
 		return nil, fmt.Errorf("%d bytes, more than %d: %w", fi.Size(), maxGitIndexBytes, unix.EFBIG)
 	}
+	if err := checkNotSparse(real, fi); err != nil {
+		return nil, err
+	}
 	return readSmallFile(real, maxGitIndexBytes)
+}
+
+// checkNotSparse returns an error (EFBIG) when fi, the stat of path,
+// is of a sparse file: fewer bytes allocated (st_blocks, in 512-byte
+// units: stat(2)) than its size less one file-system block (st_blksize).
+// git writes an index whole, never with holes; a job that writes one
+// large and hollow, and hard-links it in many places, would make each
+// read cost the full size in time and memory while using no disk.
+func checkNotSparse(path string, fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if allocated := st.Blocks * 512; allocated < fi.Size()-st.Blksize {
+		return fmt.Errorf("%s is a sparse file: %d bytes, of which %d allocated; git never writes one: %w", path, fi.Size(), allocated, unix.EFBIG)
+	}
+	return nil
 }
 
 // badGitIndexPath says what is wrong with an entry's name, "" if

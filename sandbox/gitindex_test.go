@@ -785,3 +785,27 @@ func BenchmarkReadGitlinks(b *testing.B) {
 		})
 	}
 }
+
+// TestReadGitlinksSparseFile: an index file with holes, which git never
+// writes, is refused before it is read.
+func TestReadGitlinksSparseFile(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.add([]string{"f"}, []string{"sub"})
+	path := filepath.Join(t.TempDir(), "index")
+	require.NoError(t, os.WriteFile(path, r.index(), 0o644))
+	got, err := readGitlinks("", path, 20)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub"}, got)
+
+	require.NoError(t, os.Truncate(path, 64<<20))
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	if st.Blocks*512 >= st.Size-st.Blksize {
+		unavailable(t, "the file system of %s allocates the holes of a file: no sparse file to refuse", path)
+	}
+	_, err = readGitlinks("", path, 20)
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorIs(t, err, unix.EFBIG)
+	require.ErrorContains(t, err, path+" is a sparse file: 67108864 bytes, of which")
+}
