@@ -84,6 +84,12 @@ const (
 // nothing is allocated in proportion to a count the file states, only
 // to the bytes present.
 //
+// git reading with several threads (index.threads) finds the extensions
+// where an EOIE extension says and reads blocks of entries where an
+// IEOT extension says, not where the entries before end; each file,
+// the index and its shared index, is read only if git would read it the
+// same way with any number of threads (see [checkGitIndexThreading]).
+//
 // # Sparse directories
 //
 // A sparse-directory entry of a sparse index (mode 040000, a directory
@@ -122,7 +128,10 @@ const (
 //     empty, "." or ".." component; an empty name is allowed only as
 //     the replacement entries of a split index;
 //   - an extension whose stated size runs past the extensions' bytes,
-//     or a second "link" extension;
+//     or a second "link" or "IEOT" extension;
+//   - an EOIE extension that puts the extensions elsewhere than where
+//     the entries end, or an IEOT extension whose blocks do not tile
+//     the entries as git writes them;
 //   - a split index git would refuse: a short or malformed link
 //     extension or bitmap, a shared index that is missing or whose
 //     checksum is not the one linked, a bitmap naming an entry beyond
@@ -309,7 +318,13 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 		prev = make([]byte, 0, maxGitIndexPathBytes)
 	}
 	off := gitIndexHeaderBytes
+	// offs holds each entry's offset; for v4, whole whether the entry
+	// strips the whole previous name: for checkGitIndexThreading. They
+	// grow with the entries present, never with count.
+	var offs []uint32
+	var whole []bool
 	for i := uint32(0); i < count; i++ {
+		offs = append(offs, uint32(off))
 		if len(entries)-off < fixed {
 			return 0, gitIndexError(file, off, "entry %d of the %d the header counts runs past the end of the entries at byte %d", i, count, len(entries))
 		}
@@ -337,6 +352,7 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 				return 0, gitIndexError(file, nameOff, "entry %d's name strips a count that overflows git's varint", i)
 			}
 			copyLen := 0
+			whole = append(whole, strip == uint64(len(prev)))
 			if i > 0 { // git ignores the count for the first entry
 				if strip > uint64(len(prev)) {
 					return 0, gitIndexError(file, nameOff, "entry %d strips %d bytes from the previous name, of %d", i, strip, len(prev))
@@ -397,7 +413,99 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 		}
 		off = next
 	}
+	if err := checkGitIndexThreading(file, data, hashSize, version, off, offs, whole); err != nil {
+		return 0, err
+	}
 	return off, nil
+}
+
+// Extensions git reads an index by with several threads (index.threads
+// in git-config(1)), from gitformat-index(5) and git's read-cache.c.
+const (
+	// gitIndexEOIEExt (End Of Index Entries) gives where the extensions
+	// start. read_eoie_extension looks for its header at a fixed place,
+	// gitIndexEOIEBytes before the trailing checksum, with the size
+	// gitIndexEOIESize (EOIE_SIZE: 4 + 20 whatever the hash, though
+	// git writes 4 + the hash size).
+	gitIndexEOIEExt   = "EOIE"
+	gitIndexEOIEBytes = 8 + gitIndexEOIESize
+	gitIndexEOIESize  = 4 + 20
+	// gitIndexIEOTExt (Index Entry Offset Table) is a 32-bit version,
+	// gitIndexIEOTVersion, then for each block of entries its 32-bit
+	// offset and count.
+	gitIndexIEOTExt     = "IEOT"
+	gitIndexIEOTVersion = 1
+)
+
+// checkGitIndexThreading returns an error unless git reads the index
+// file data (version version, named file in errors), whose entries
+// start at the offsets offs and end at end, as its entries and
+// extensions were walked one after the other, however many threads it
+// reads with. whole tells, for v4, whether each entry strips the whole
+// previous name.
+//
+// With threads, git's do_read_index reads the extensions from the
+// offset an EOIE extension gives (read_eoie_extension,
+// load_index_extensions) and each block of entries an IEOT extension
+// gives from the block's own offset with no previous name
+// (read_ieot_extension, load_cache_entries_threaded, create_from_disk
+// with previous_ce NULL). A file whose EOIE or IEOT says other than the
+// sequential walk could show git an extension (a "link" to a shared
+// index) or entries (gitlinks) the walk does not see. So:
+//   - bytes at the fixed place of an EOIE header (either size: git's
+//     reader's or its writer's for SHA-256) must give end as the
+//     offset; its hash is not checked, which is stricter than git;
+//   - an IEOT must be version 1, a whole number of blocks, at least
+//     one, that tile the entries in order: each block at the offset of
+//     the entry after the previous block's, the counts adding up to the
+//     entries'; for v4, the first entry of each block but the first
+//     must strip the whole previous name, as git's do_write_index makes
+//     it (it clears the previous name at each block).
+//
+// An IEOT is checked even without an EOIE (git then ignores it).
+func checkGitIndexThreading(file string, data []byte, hashSize int, version uint32, end int, offs []uint32, whole []bool) error {
+	limit := len(data) - hashSize
+	for _, size := range []int{gitIndexEOIESize, 4 + hashSize} {
+		at := limit - 8 - size
+		if at < gitIndexHeaderBytes || string(data[at:at+4]) != gitIndexEOIEExt || binary.BigEndian.Uint32(data[at+4:]) != uint32(size) {
+			continue
+		}
+		if o := binary.BigEndian.Uint32(data[at+8:]); uint64(o) != uint64(end) {
+			return gitIndexError(file, at+8, "EOIE extension says the extensions start at byte %d, but the entries end at byte %d: git reading with threads would read other extensions", o, end)
+		}
+	}
+	ieot, ieotOff, err := findGitIndexExtension(file, data, end, hashSize, gitIndexIEOTExt)
+	if err != nil || ieot == nil {
+		return err
+	}
+	if len(ieot) < 4+8 || (len(ieot)-4)%8 != 0 {
+		return gitIndexError(file, ieotOff, "IEOT extension of %d bytes, not a version and one or more blocks of 8", len(ieot))
+	}
+	if v := binary.BigEndian.Uint32(ieot); v != gitIndexIEOTVersion {
+		return gitIndexError(file, ieotOff, "IEOT extension version %d, not %d", v, gitIndexIEOTVersion)
+	}
+	next := uint64(0) // the entry the next block must start at
+	for b := 4; b < len(ieot); b += 8 {
+		off := binary.BigEndian.Uint32(ieot[b:])
+		n := binary.BigEndian.Uint32(ieot[b+4:])
+		want := uint64(end)
+		if next < uint64(len(offs)) {
+			want = uint64(offs[next])
+		}
+		switch {
+		case uint64(off) != want:
+			return gitIndexError(file, ieotOff+b, "IEOT block %d starts at byte %d, not at byte %d where entry %d starts: git reading with threads would read other entries", (b-4)/8, off, want, next)
+		case uint64(n) > uint64(len(offs))-next:
+			return gitIndexError(file, ieotOff+b+4, "IEOT block %d counts %d entries from entry %d, beyond the %d entries", (b-4)/8, n, next, len(offs))
+		case version == 4 && next > 0 && n > 0 && !whole[next]:
+			return gitIndexError(file, int(off), "entry %d starts IEOT block %d but does not strip the whole previous name: git reading with threads would read another name", next, (b-4)/8)
+		}
+		next += uint64(n)
+	}
+	if next != uint64(len(offs)) {
+		return gitIndexError(file, ieotOff, "IEOT blocks count %d entries, not the %d entries", next, len(offs))
+	}
+	return nil
 }
 
 // findGitIndexExtension returns the data of the extension named sig of

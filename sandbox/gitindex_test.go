@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,8 +109,14 @@ func (r *gitIndexRepo) index() []byte {
 // ls-files --stage" with extra arguments, filtered to mode 160000.
 func (r *gitIndexRepo) gitlinks(args ...string) []string {
 	r.t.Helper()
+	return r.gitlinksWith(nil, args...)
+}
+
+// gitlinksWith is gitlinks with git's options opts ("-c", "k=v").
+func (r *gitIndexRepo) gitlinksWith(opts []string, args ...string) []string {
+	r.t.Helper()
 	var out []string
-	for _, rec := range strings.Split(r.git(append([]string{"ls-files", "--stage", "-z"}, args...)...), "\x00") {
+	for _, rec := range strings.Split(r.git(slices.Concat(opts, []string{"ls-files", "--stage", "-z"}, args)...), "\x00") {
 		if mode, rest, ok := strings.Cut(rec, " "); ok && mode == "160000" {
 			_, path, _ := strings.Cut(rest, "\t")
 			out = append(out, path)
@@ -786,6 +794,305 @@ func BenchmarkReadGitlinks(b *testing.B) {
 	}
 }
 
+// withThreads and withoutThreads make git read an index with 4 threads
+// (so EOIE and IEOT are used, whatever the machine's CPUs) or one.
+var (
+	withThreads    = []string{"-c", "index.threads=4"}
+	withoutThreads = []string{"-c", "index.threads=1"}
+)
+
+// gitIndexExt is one extension of an index file.
+type gitIndexExt struct {
+	off  int // the offset of its header
+	sig  string
+	body []byte
+}
+
+// gitIndexExts returns the extensions of the index data after its
+// entries, which end at end.
+func gitIndexExts(t testing.TB, data []byte, end, hashSize int) []gitIndexExt {
+	t.Helper()
+	var out []gitIndexExt
+	for off := end; off < len(data)-hashSize; {
+		size := int(binary.BigEndian.Uint32(data[off+4:]))
+		out = append(out, gitIndexExt{off, string(data[off : off+4]), data[off+8 : off+8+size]})
+		off += 8 + size
+	}
+	require.Equal(t, len(data)-hashSize, func() int { e := out[len(out)-1]; return e.off + 8 + len(e.body) }())
+	return out
+}
+
+// appendGitIndexExt appends an extension to b.
+func appendGitIndexExt(b []byte, sig string, body []byte) []byte {
+	b = append(b, sig...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+	return append(b, body...)
+}
+
+// finishSHA1Index appends to b, an index's header, entries and
+// extensions, an EOIE extension giving eoie as where the extensions
+// start (none if eoie < 0), with the hash over the extension headers
+// from there that git's read_eoie_extension checks, and the trailing
+// SHA-1 checksum: a file git reads as one it wrote.
+func finishSHA1Index(b []byte, eoie int) []byte {
+	if eoie >= 0 {
+		h := sha1.New()
+		for off := eoie; off < len(b); off += 8 + int(binary.BigEndian.Uint32(b[off+4:])) {
+			h.Write(b[off : off+8])
+		}
+		b = appendGitIndexExt(b, gitIndexEOIEExt, h.Sum(binary.BigEndian.AppendUint32(nil, uint32(eoie))))
+	}
+	sum := sha1.Sum(b)
+	return append(b, sum[:]...)
+}
+
+// newThreadedGitIndexRepo returns a repository whose index git wrote
+// with the EOIE and IEOT extensions, in version version, holding more
+// than 10,000 entries and gitlinks; split, a split index whose shared
+// index holds them.
+func newThreadedGitIndexRepo(t *testing.T, version string, split bool) *gitIndexRepo {
+	t.Helper()
+	r := newGitIndexRepo(t)
+	for _, kv := range [][2]string{
+		{"index.version", version}, {"splitIndex.maxPercentChange", "100"}, {"index.threads", "4"},
+		{"index.recordEndOfIndexEntries", "true"}, {"index.recordOffsetTable", "true"},
+	} {
+		r.git("config", kv[0], kv[1])
+	}
+	r.add(manyPaths(12000), []string{"a/sub", "src/module05/sub", "zz/sub"})
+	if split {
+		r.git("update-index", "--split-index")
+		r.gitIn(fmt.Sprintf("160000 %s\tsrc/module07/added\n", r.commit), "update-index", "--index-info")
+	}
+	return r
+}
+
+// requireThreadedGitIndex checks that git wrote the index file data
+// with an EOIE extension and an IEOT of more than one block, and
+// returns where its entries end and the IEOT extension.
+func requireThreadedGitIndex(t *testing.T, data []byte) (int, gitIndexExt) {
+	t.Helper()
+	end := mustEntriesEnd(t, data, 20)
+	exts := gitIndexExts(t, data, end, 20)
+	eoie := exts[len(exts)-1]
+	require.Equal(t, gitIndexEOIEExt, eoie.sig)
+	require.Equal(t, len(data)-20-gitIndexEOIEBytes, eoie.off, "EOIE not at the place git reads it")
+	require.Equal(t, uint32(end), binary.BigEndian.Uint32(eoie.body))
+	i := slices.IndexFunc(exts, func(e gitIndexExt) bool { return e.sig == gitIndexIEOTExt })
+	require.GreaterOrEqual(t, i, 0, "no IEOT extension")
+	require.Greater(t, len(exts[i].body), 4+8, "an IEOT of one block")
+	return end, exts[i]
+}
+
+// TestReadGitlinksThreadedIndex: indexes git writes to be read with
+// several threads (EOIE and IEOT extensions, in the index and in the
+// shared index of a split one) read as git lists them with threads and
+// without.
+func TestReadGitlinksThreadedIndex(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		version string
+		split   bool
+	}{{"2", false}, {"4", false}, {"2", true}, {"4", true}} {
+		t.Run(fmt.Sprintf("v%s split %v", tc.version, tc.split), func(t *testing.T) {
+			t.Parallel()
+			r := newThreadedGitIndexRepo(t, tc.version, tc.split)
+			data := r.index()
+			require.Equal(t, tc.version, fmt.Sprint(binary.BigEndian.Uint32(data[4:])))
+			if tc.split {
+				shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+				require.NoError(t, err)
+				require.Len(t, shared, 1)
+				sdata, err := os.ReadFile(shared[0])
+				require.NoError(t, err)
+				requireThreadedGitIndex(t, sdata)
+			} else {
+				requireThreadedGitIndex(t, data)
+			}
+			want := r.gitlinksWith(withoutThreads)
+			wantN := 3
+			if tc.split {
+				wantN = 4
+			}
+			require.Len(t, want, wantN)
+			require.Equal(t, want, r.gitlinksWith(withThreads))
+			got, err := r.read()
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// gitIndexEntryOffsets returns the offsets of the entries of the index
+// data.
+func gitIndexEntryOffsets(t testing.TB, data []byte) []int {
+	t.Helper()
+	var offs []int
+	_, err := walkGitIndex("index", data, 20, true, func(_, off int, _ []byte, _ uint32) error {
+		offs = append(offs, off)
+		return nil
+	})
+	require.NoError(t, err)
+	return offs
+}
+
+// TestReadGitlinksThreadedIndexHostile: an index whose EOIE or IEOT
+// extension would make git, reading it with threads, see other
+// extensions or entries than the walk of its entries and extensions
+// one after the other is an error, naming the file and the offset.
+func TestReadGitlinksThreadedIndexHostile(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2", "4"} {
+		t.Run("v"+version, func(t *testing.T) {
+			t.Parallel()
+			r := newThreadedGitIndexRepo(t, version, false)
+			data := r.index()
+			end, ieot := requireThreadedGitIndex(t, data)
+			offs := gitIndexEntryOffsets(t, data)
+			block := func(b []byte, i int) (off, n uint32) { // IEOT block i of b
+				at := ieot.off + 8 + 4 + 8*i
+				return binary.BigEndian.Uint32(b[at:]), binary.BigEndian.Uint32(b[at+4:])
+			}
+			setBlock := func(b []byte, i int, off, n uint32) {
+				at := ieot.off + 8 + 4 + 8*i
+				binary.BigEndian.PutUint32(b[at:], off)
+				binary.BigEndian.PutUint32(b[at+4:], n)
+			}
+			nBlocks := (len(ieot.body) - 4) / 8
+			off0, n0 := block(data, 0)
+			require.Equal(t, uint32(offs[0]), off0)
+			off1, n1 := block(data, 1)
+			require.Equal(t, uint32(offs[n0]), off1)
+			offL, nL := block(data, nBlocks-1)
+
+			for _, tc := range []struct {
+				name  string
+				edit  func(b []byte)
+				want  string // in the error; "" for none
+				at    int    // the offset the error names
+				wantV string // the version the case is for; "" for both
+			}{
+				{name: "EOIE offset moved", edit: func(b []byte) {
+					binary.BigEndian.PutUint32(b[len(b)-20-gitIndexEOIEBytes+8:], uint32(end+8))
+				}, want: "EOIE extension says the extensions start at byte", at: len(data) - 20 - gitIndexEOIEBytes + 8},
+				{name: "IEOT version", edit: func(b []byte) { binary.BigEndian.PutUint32(b[ieot.off+8:], 2) },
+					want: "IEOT extension version 2", at: ieot.off + 8},
+				{name: "IEOT block not at an entry", edit: func(b []byte) { setBlock(b, 1, off1+8, n1) },
+					want: "IEOT block 1 starts at byte", at: ieot.off + 8 + 4 + 8},
+				{name: "IEOT block overlapping the previous", edit: func(b []byte) { setBlock(b, 0, off0, n0+1) },
+					want: "IEOT block 1 starts at byte", at: ieot.off + 8 + 4 + 8},
+				{name: "IEOT counting beyond the entries", edit: func(b []byte) { setBlock(b, nBlocks-1, offL, nL+1) },
+					want: "beyond the", at: ieot.off + 8 + 4 + 8*(nBlocks-1) + 4},
+				{name: "IEOT counting fewer entries", edit: func(b []byte) { setBlock(b, nBlocks-1, offL, nL-1) },
+					want: fmt.Sprintf("IEOT blocks count %d entries, not the %d", len(offs)-1, len(offs)), at: ieot.off + 8},
+				{name: "IEOT pointing into its own extension", edit: func(b []byte) { setBlock(b, 1, uint32(ieot.off), n1) },
+					want: "IEOT block 1 starts at byte", at: ieot.off + 8 + 4 + 8},
+				// The first block one entry longer, the second one
+				// shorter: a tiling, which git reads the same in v2; in
+				// v4 the second block's first entry strips part of the
+				// previous name, which git reading it with threads, with
+				// no previous name, would read as another.
+				{name: "IEOT boundary one entry on", edit: func(b []byte) {
+					setBlock(b, 0, off0, n0+1)
+					setBlock(b, 1, uint32(offs[n0+1]), n1-1)
+				}, wantV: "2"},
+				{name: "IEOT boundary one entry on", edit: func(b []byte) {
+					setBlock(b, 0, off0, n0+1)
+					setBlock(b, 1, uint32(offs[n0+1]), n1-1)
+				}, want: fmt.Sprintf("entry %d starts IEOT block 1 but does not strip the whole previous name", n0+1), at: offs[n0+1], wantV: "4"},
+			} {
+				if tc.wantV != "" && tc.wantV != version {
+					continue
+				}
+				bad := bytes.Clone(data)
+				tc.edit(bad)
+				path := filepath.Join(t.TempDir(), "index")
+				require.NoError(t, os.WriteFile(path, bad, 0o644))
+				got, err := readGitlinks("", path, 20)
+				if tc.want == "" {
+					require.NoError(t, err, tc.name)
+					require.Equal(t, r.gitlinks(), got, tc.name)
+					continue
+				}
+				require.ErrorIs(t, err, ErrBadPath, tc.name)
+				require.ErrorContains(t, err, tc.want, tc.name)
+				require.ErrorContains(t, err, fmt.Sprintf("git index %s, byte %d:", path, tc.at), tc.name)
+			}
+		})
+	}
+}
+
+// TestReadGitlinksThreadedIndexHidden: git reading with threads sees a
+// gitlink that a walk of the entries and extensions one after the other
+// does not, in an index whose EOIE makes git read a "link" extension
+// the walk takes for the content of another, or whose IEOT makes git
+// read an entry from an extension's content; readGitlinks refuses both.
+func TestReadGitlinksThreadedIndexHidden(t *testing.T) {
+	t.Parallel()
+	t.Run("EOIE", func(t *testing.T) {
+		t.Parallel()
+		r := newThreadedGitIndexRepo(t, "2", true)
+		data := r.index()
+		end := mustEntriesEnd(t, data, 20)
+		// The extensions but EOIE, inside one git ignores ("ZZZZ":
+		// upper case, unknown), which EOIE says is where they start.
+		var inner []byte
+		exts := gitIndexExts(t, data, end, 20)
+		for _, e := range exts[:len(exts)-1] {
+			inner = appendGitIndexExt(inner, e.sig, e.body)
+		}
+		require.Contains(t, string(inner), gitIndexLinkExt)
+		b := appendGitIndexExt(bytes.Clone(data[:end]), "ZZZZ", inner)
+		require.NoError(t, os.WriteFile(r.indexPath(), finishSHA1Index(b, end+8), 0o644))
+
+		require.Equal(t, []string{"src/module07/added"}, r.gitlinksWith(withoutThreads))
+		require.Equal(t, []string{"a/sub", "src/module05/sub", "src/module07/added", "zz/sub"}, r.gitlinksWith(withThreads))
+		_, err := r.read()
+		require.ErrorIs(t, err, ErrBadPath)
+		require.ErrorContains(t, err, fmt.Sprintf("byte %d: EOIE extension says the extensions start at byte %d, but the entries end at byte %d", len(b)+8, end+8, end))
+	})
+	t.Run("IEOT", func(t *testing.T) {
+		t.Parallel()
+		r := newThreadedGitIndexRepo(t, "2", false)
+		r.add([]string{"zzz"}, nil)
+		data := r.index()
+		end := mustEntriesEnd(t, data, 20)
+		offs := gitIndexEntryOffsets(t, data)
+		last := offs[len(offs)-1]
+		// A copy of the last entry, file "zzz", made gitlink "zzh".
+		hidden := bytes.Clone(data[last:end])
+		require.Equal(t, "zzz", string(hidden[62:65]))
+		binary.BigEndian.PutUint32(hidden[gitIndexModeOffset:], gitModeGitlink)
+		commit, err := hex.DecodeString(r.commit)
+		require.NoError(t, err)
+		copy(hidden[gitIndexStatBytes:], commit)
+		copy(hidden[62:], "zzh")
+		// The entries, then the hidden one inside an extension git
+		// ignores, then an IEOT whose second block is that one in
+		// place of the last entry; the other extensions as git wrote
+		// them.
+		b := appendGitIndexExt(bytes.Clone(data[:end]), "ZZZZ", hidden)
+		ieot := binary.BigEndian.AppendUint32(nil, gitIndexIEOTVersion)
+		for _, v := range []int{offs[0], len(offs) - 1, end + 8, 1} {
+			ieot = binary.BigEndian.AppendUint32(ieot, uint32(v))
+		}
+		ieotOff := len(b)
+		b = appendGitIndexExt(b, gitIndexIEOTExt, ieot)
+		for _, e := range gitIndexExts(t, data, end, 20) {
+			if e.sig != gitIndexIEOTExt && e.sig != gitIndexEOIEExt {
+				b = appendGitIndexExt(b, e.sig, e.body)
+			}
+		}
+		require.NoError(t, os.WriteFile(r.indexPath(), finishSHA1Index(b, end), 0o644))
+
+		require.Equal(t, []string{"a/sub", "src/module05/sub", "zz/sub"}, r.gitlinksWith(withoutThreads))
+		require.Equal(t, []string{"a/sub", "src/module05/sub", "zz/sub", "zzh"}, r.gitlinksWith(withThreads))
+		_, err = r.read()
+		require.ErrorIs(t, err, ErrBadPath)
+		require.ErrorContains(t, err, fmt.Sprintf("byte %d: IEOT block 1 starts at byte %d, not at byte %d", ieotOff+8+4+8, end+8, last))
+	})
+}
+
 // TestReadGitlinksSparseFile: an index file with holes, which git never
 // writes, is refused before it is read.
 func TestReadGitlinksSparseFile(t *testing.T) {
@@ -808,4 +1115,23 @@ func TestReadGitlinksSparseFile(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorIs(t, err, unix.EFBIG)
 	require.ErrorContains(t, err, path+" is a sparse file: 67108864 bytes, of which")
+}
+
+// TestReadGitlinksThreadedSharedIndex: the shared index of a split
+// index is held to the EOIE and IEOT rules too.
+func TestReadGitlinksThreadedSharedIndex(t *testing.T) {
+	t.Parallel()
+	r := newThreadedGitIndexRepo(t, "2", true)
+	shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+	require.NoError(t, err)
+	require.Len(t, shared, 1)
+	data, err := os.ReadFile(shared[0])
+	require.NoError(t, err)
+	end, _ := requireThreadedGitIndex(t, data)
+	at := len(data) - 20 - gitIndexEOIEBytes + 8
+	binary.BigEndian.PutUint32(data[at:], uint32(end+8))
+	require.NoError(t, os.WriteFile(shared[0], data, 0o644))
+	_, err = r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, fmt.Sprintf("git index %s, byte %d: EOIE extension says", shared[0], at))
 }
