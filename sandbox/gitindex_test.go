@@ -850,9 +850,9 @@ func finishSHA1Index(b []byte, eoie int) []byte {
 // with the EOIE and IEOT extensions, in version version, holding more
 // than 10,000 entries and gitlinks; split, a split index whose shared
 // index holds them.
-func newThreadedGitIndexRepo(t *testing.T, version string, split bool) *gitIndexRepo {
+func newThreadedGitIndexRepo(t *testing.T, version string, split bool, init ...string) *gitIndexRepo {
 	t.Helper()
-	r := newGitIndexRepo(t)
+	r := newGitIndexRepo(t, init...)
 	for _, kv := range [][2]string{
 		{"index.version", version}, {"splitIndex.maxPercentChange", "100"}, {"index.threads", "4"},
 		{"index.recordEndOfIndexEntries", "true"}, {"index.recordOffsetTable", "true"},
@@ -867,16 +867,19 @@ func newThreadedGitIndexRepo(t *testing.T, version string, split bool) *gitIndex
 	return r
 }
 
-// requireThreadedGitIndex checks that git wrote the index file data
-// with an EOIE extension and an IEOT of more than one block, and
-// returns where its entries end and the IEOT extension.
-func requireThreadedGitIndex(t *testing.T, data []byte) (int, gitIndexExt) {
+// requireThreadedGitIndex checks that git wrote the index file data,
+// with object names of hashSize bytes, with an EOIE extension and an
+// IEOT of more than one block, and returns where its entries end and
+// the IEOT extension.
+func requireThreadedGitIndex(t *testing.T, data []byte, hashSize int) (int, gitIndexExt) {
 	t.Helper()
-	end := mustEntriesEnd(t, data, 20)
-	exts := gitIndexExts(t, data, end, 20)
+	end := mustEntriesEnd(t, data, hashSize)
+	exts := gitIndexExts(t, data, end, hashSize)
 	eoie := exts[len(exts)-1]
 	require.Equal(t, gitIndexEOIEExt, eoie.sig)
-	require.Equal(t, len(data)-20-gitIndexEOIEBytes, eoie.off, "EOIE not at the place git reads it")
+	// git writes 4 + hashSize bytes, but reads it only where and as
+	// long as a SHA-1 one is.
+	require.Equal(t, len(data)-hashSize-8-4-hashSize, eoie.off, "EOIE not last")
 	require.Equal(t, uint32(end), binary.BigEndian.Uint32(eoie.body))
 	i := slices.IndexFunc(exts, func(e gitIndexExt) bool { return e.sig == gitIndexIEOTExt })
 	require.GreaterOrEqual(t, i, 0, "no IEOT extension")
@@ -893,10 +896,14 @@ func TestReadGitlinksThreadedIndex(t *testing.T) {
 	for _, tc := range []struct {
 		version string
 		split   bool
-	}{{"2", false}, {"4", false}, {"2", true}, {"4", true}} {
-		t.Run(fmt.Sprintf("v%s split %v", tc.version, tc.split), func(t *testing.T) {
+		init    []string
+	}{
+		{"2", false, nil}, {"4", false, nil}, {"2", true, nil}, {"4", true, nil},
+		{"4", false, []string{"--object-format=sha256"}}, {"2", true, []string{"--object-format=sha256"}},
+	} {
+		t.Run(fmt.Sprintf("v%s split %v %s", tc.version, tc.split, tc.init), func(t *testing.T) {
 			t.Parallel()
-			r := newThreadedGitIndexRepo(t, tc.version, tc.split)
+			r := newThreadedGitIndexRepo(t, tc.version, tc.split, tc.init...)
 			data := r.index()
 			require.Equal(t, tc.version, fmt.Sprint(binary.BigEndian.Uint32(data[4:])))
 			if tc.split {
@@ -905,9 +912,9 @@ func TestReadGitlinksThreadedIndex(t *testing.T) {
 				require.Len(t, shared, 1)
 				sdata, err := os.ReadFile(shared[0])
 				require.NoError(t, err)
-				requireThreadedGitIndex(t, sdata)
+				requireThreadedGitIndex(t, sdata, r.hashSize)
 			} else {
-				requireThreadedGitIndex(t, data)
+				requireThreadedGitIndex(t, data, r.hashSize)
 			}
 			want := r.gitlinksWith(withoutThreads)
 			wantN := 3
@@ -947,7 +954,7 @@ func TestReadGitlinksThreadedIndexHostile(t *testing.T) {
 			t.Parallel()
 			r := newThreadedGitIndexRepo(t, version, false)
 			data := r.index()
-			end, ieot := requireThreadedGitIndex(t, data)
+			end, ieot := requireThreadedGitIndex(t, data, r.hashSize)
 			offs := gitIndexEntryOffsets(t, data)
 			block := func(b []byte, i int) (off, n uint32) { // IEOT block i of b
 				at := ieot.off + 8 + 4 + 8*i
@@ -1117,6 +1124,25 @@ func TestReadGitlinksSparseFile(t *testing.T) {
 	require.ErrorContains(t, err, path+" is a sparse file: 67108864 bytes, of which")
 }
 
+// TestReadGitlinksThreadedSHA256: git reads the EOIE of a SHA-256
+// index only at the place and of the size of a SHA-1 one (EOIE_SIZE in
+// read-cache.c), inside the one it writes: bytes there that put the
+// extensions elsewhere are refused too.
+func TestReadGitlinksThreadedSHA256(t *testing.T) {
+	t.Parallel()
+	r := newThreadedGitIndexRepo(t, "2", false, "--object-format=sha256")
+	data := r.index()
+	end, _ := requireThreadedGitIndex(t, data, 32)
+	at := len(data) - 32 - gitIndexEOIEBytes
+	copy(data[at:], gitIndexEOIEExt)
+	binary.BigEndian.PutUint32(data[at+4:], gitIndexEOIESize)
+	binary.BigEndian.PutUint32(data[at+8:], uint32(end+8))
+	require.NoError(t, os.WriteFile(r.indexPath(), data, 0o644))
+	_, err := r.read()
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, fmt.Sprintf("byte %d: EOIE extension says the extensions start at byte %d", at+8, end+8))
+}
+
 // TestReadGitlinksThreadedSharedIndex: the shared index of a split
 // index is held to the EOIE and IEOT rules too.
 func TestReadGitlinksThreadedSharedIndex(t *testing.T) {
@@ -1127,7 +1153,7 @@ func TestReadGitlinksThreadedSharedIndex(t *testing.T) {
 	require.Len(t, shared, 1)
 	data, err := os.ReadFile(shared[0])
 	require.NoError(t, err)
-	end, _ := requireThreadedGitIndex(t, data)
+	end, _ := requireThreadedGitIndex(t, data, r.hashSize)
 	at := len(data) - 20 - gitIndexEOIEBytes + 8
 	binary.BigEndian.PutUint32(data[at:], uint32(end+8))
 	require.NoError(t, os.WriteFile(shared[0], data, 0o644))
