@@ -318,11 +318,11 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 		prev = make([]byte, 0, maxGitIndexPathBytes)
 	}
 	off := gitIndexHeaderBytes
-	// offs holds each entry's offset; for v4, whole whether the entry
-	// strips the whole previous name: for checkGitIndexThreading. They
-	// grow with the entries present, never with count.
-	var offs []uint32
-	var whole []bool
+	// offs holds each entry's offset, with gitIndexWholeStrip set if
+	// (v4) it strips the whole previous name: for
+	// checkGitIndexThreading. Its room is for the entries the bytes
+	// can hold, at most, never for more than those present.
+	offs := make([]uint32, 0, min(uint64(count), uint64(len(entries)/fixed)))
 	for i := uint32(0); i < count; i++ {
 		offs = append(offs, uint32(off))
 		if len(entries)-off < fixed {
@@ -352,7 +352,9 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 				return 0, gitIndexError(file, nameOff, "entry %d's name strips a count that overflows git's varint", i)
 			}
 			copyLen := 0
-			whole = append(whole, strip == uint64(len(prev)))
+			if strip == uint64(len(prev)) {
+				offs[i] |= gitIndexWholeStrip
+			}
 			if i > 0 { // git ignores the count for the first entry
 				if strip > uint64(len(prev)) {
 					return 0, gitIndexError(file, nameOff, "entry %d strips %d bytes from the previous name, of %d", i, strip, len(prev))
@@ -413,7 +415,7 @@ func walkGitIndex(file string, data []byte, hashSize int, allowEmpty bool, fn fu
 		}
 		off = next
 	}
-	if err := checkGitIndexThreading(file, data, hashSize, version, off, offs, whole); err != nil {
+	if err := checkGitIndexThreading(file, data, hashSize, version, off, offs); err != nil {
 		return 0, err
 	}
 	return off, nil
@@ -437,12 +439,15 @@ const (
 	gitIndexIEOTVersion = 1
 )
 
+// gitIndexWholeStrip marks an entry offset (below maxGitIndexBytes, so
+// below this bit) whose v4 entry strips the whole previous name.
+const gitIndexWholeStrip = 1 << 31
+
 // checkGitIndexThreading returns an error unless git reads the index
 // file data (version version, named file in errors), whose entries
-// start at the offsets offs and end at end, as its entries and
-// extensions were walked one after the other, however many threads it
-// reads with. whole tells, for v4, whether each entry strips the whole
-// previous name.
+// start at the offsets offs (with gitIndexWholeStrip) and end at end,
+// as its entries and extensions were walked one after the other,
+// however many threads it reads with.
 //
 // With threads, git's do_read_index reads the extensions from the
 // offset an EOIE extension gives (read_eoie_extension,
@@ -463,7 +468,7 @@ const (
 //     it (it clears the previous name at each block).
 //
 // An IEOT is checked even without an EOIE (git then ignores it).
-func checkGitIndexThreading(file string, data []byte, hashSize int, version uint32, end int, offs []uint32, whole []bool) error {
+func checkGitIndexThreading(file string, data []byte, hashSize int, version uint32, end int, offs []uint32) error {
 	limit := len(data) - hashSize
 	for _, size := range []int{gitIndexEOIESize, 4 + hashSize} {
 		at := limit - 8 - size
@@ -488,16 +493,16 @@ func checkGitIndexThreading(file string, data []byte, hashSize int, version uint
 	for b := 4; b < len(ieot); b += 8 {
 		off := binary.BigEndian.Uint32(ieot[b:])
 		n := binary.BigEndian.Uint32(ieot[b+4:])
-		want := uint64(end)
+		want, whole := uint64(end), false
 		if next < uint64(len(offs)) {
-			want = uint64(offs[next])
+			want, whole = uint64(offs[next]&^gitIndexWholeStrip), offs[next]&gitIndexWholeStrip != 0
 		}
 		switch {
 		case uint64(off) != want:
 			return gitIndexError(file, ieotOff+b, "IEOT block %d starts at byte %d, not at byte %d where entry %d starts: git reading with threads would read other entries", (b-4)/8, off, want, next)
 		case uint64(n) > uint64(len(offs))-next:
 			return gitIndexError(file, ieotOff+b+4, "IEOT block %d counts %d entries from entry %d, beyond the %d entries", (b-4)/8, n, next, len(offs))
-		case version == 4 && next > 0 && n > 0 && !whole[next]:
+		case version == 4 && next > 0 && n > 0 && !whole:
 			return gitIndexError(file, int(off), "entry %d starts IEOT block %d but does not strip the whole previous name: git reading with threads would read another name", next, (b-4)/8)
 		}
 		next += uint64(n)
@@ -537,7 +542,8 @@ func findGitIndexExtension(file string, data []byte, end, hashSize int, sig stri
 
 // readGitIndexFile returns the content of the regular file path,
 // following symlinks, refused before it is opened when it is anything
-// else (EINVAL) or larger than maxGitIndexBytes (EFBIG).
+// else (EINVAL), larger than maxGitIndexBytes or sparse (EFBIG:
+// [checkNotSparse]).
 func readGitIndexFile(path string) ([]byte, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
