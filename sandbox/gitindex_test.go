@@ -972,6 +972,47 @@ func TestReadGitlinksThreadedIndexHostile(t *testing.T) {
 			require.Equal(t, uint32(offs[n0]), off1)
 			offL, nL := block(data, nBlocks-1)
 
+			// Rebuilt with the IEOT's content changed, or a second IEOT.
+			for _, tc := range []struct {
+				name string
+				ieot func(body []byte) []byte
+				two  bool
+				want string
+			}{
+				{name: "rebuilt as git wrote it", ieot: func(body []byte) []byte { return body }},
+				{name: "IEOT of a partial block", ieot: func(body []byte) []byte { return append(bytes.Clone(body), 0, 0, 0, 0) },
+					want: fmt.Sprintf("IEOT extension of %d bytes, not a version and one or more blocks of 8", len(ieot.body)+4)},
+				{name: "IEOT of no block", ieot: func(body []byte) []byte { return body[:4] },
+					want: "IEOT extension of 4 bytes"},
+				{name: "two IEOT", ieot: func(body []byte) []byte { return body }, two: true,
+					want: `a second "IEOT" extension`},
+			} {
+				b := bytes.Clone(data[:end])
+				for _, e := range gitIndexExts(t, data, end, 20) {
+					switch e.sig {
+					case gitIndexIEOTExt:
+						b = appendGitIndexExt(b, e.sig, tc.ieot(e.body))
+						if tc.two {
+							b = appendGitIndexExt(b, e.sig, e.body)
+						}
+					case gitIndexEOIEExt:
+					default:
+						b = appendGitIndexExt(b, e.sig, e.body)
+					}
+				}
+				path := filepath.Join(t.TempDir(), "index")
+				require.NoError(t, os.WriteFile(path, finishSHA1Index(b, end), 0o644))
+				got, err := readGitlinks("", path, 20)
+				if tc.want == "" {
+					require.NoError(t, err, tc.name)
+					require.Equal(t, r.gitlinks(), got, tc.name)
+					continue
+				}
+				require.ErrorIs(t, err, ErrBadPath, tc.name)
+				require.ErrorContains(t, err, tc.want, tc.name)
+				require.ErrorContains(t, err, fmt.Sprintf("git index %s, byte ", path), tc.name)
+			}
+
 			for _, tc := range []struct {
 				name  string
 				edit  func(b []byte)
