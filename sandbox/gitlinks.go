@@ -48,14 +48,18 @@ type gitRepos struct {
 
 func newGitRepos() *gitRepos { return &gitRepos{trusted: map[string]map[string]bool{}} }
 
-// add records the pair, and reports whether it was new.
+// add records the pair, and reports whether it was new. A git directory
+// that does not exist is not listed (a repository the job makes at its
+// place is the job's own, as docs/policy.md says), but reported new.
 func (g *gitRepos) add(gitdir, worktree string) bool {
 	r := gitRepo{gitdir: gitdir, worktree: worktree}
 	if slices.Contains(g.list, r) {
 		return false
 	}
-	g.list = append(g.list, r)
-	g.trust(gitdir, worktree)
+	if fi, err := os.Lstat(gitdir); err == nil && fi.IsDir() {
+		g.list = append(g.list, r)
+		g.trust(gitdir, worktree)
+	}
 	return true
 }
 
@@ -221,12 +225,10 @@ func modulesDirs(gitdir string) []string {
 }
 
 // settleSaying moves p, below root, aside ([walkAside]) and returns msg
-// with what became of it.
+// with what became of it, or "" when nothing is at p.
 func settleSaying(msg, root, p, jobID string) string {
-	if did := walkAside(root, p, jobID, msg+", so "+p+" was moved aside"); did != "" {
-		return did
-	}
-	return msg + "; it is gone now"
+	// Nothing there (any more): git finds nothing either.
+	return walkAside(root, p, jobID, msg+", so "+p+" was moved aside")
 }
 
 // submoduleGitdir returns the canonical git directory a submodule's

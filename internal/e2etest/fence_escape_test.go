@@ -116,7 +116,7 @@ print("flips", n)
 		racerIDs := b.Submit(b.WriteJob("racers.toml", racersFile.String()))
 		require.Len(t, racerIDs, racers)
 		for _, id := range racerIDs {
-			b.WaitState(id, 3*time.Minute, "succeeded", "failed")
+			b.WaitState(id, 3*time.Minute, "succeeded", "failed", "denied")
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(shared, "stop"), nil, 0o644))
 		require.NoError(t, flipper.Wait())
