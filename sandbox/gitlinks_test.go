@@ -485,3 +485,28 @@ func TestReadGitPointer(t *testing.T) {
 	require.Equal(t, "/a/link/../g", joinGitPath("/a", "link/../g"))
 	require.Equal(t, "/abs", joinGitPath("/a", "/abs"))
 }
+
+// TestResolveProtectIndexOnlySubmodule: a repository registered in the
+// index alone (git add of an embedded repository, no .gitmodules) is
+// protected like a submodule .gitmodules names: its config and hooks
+// are read-only for the job, and its git directory is trusted.
+func TestResolveProtectIndexOnlySubmodule(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		unavailable(t, "git is not installed: the repositories are made by it")
+	}
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	gitIn(t, top, "init", "-q")
+	sub := filepath.Join(top, "vendor", "x")
+	require.NoError(t, os.MkdirAll(sub, 0o755))
+	gitIn(t, sub, "init", "-q")
+	gitIn(t, sub, "commit", "-q", "--allow-empty", "-m", "x")
+	addGitlink(t, top, "vendor/x")
+	got := protectedKinds(t, []string{top}, []string{".git/config", ".git/hooks/"})
+	require.Equal(t, protectFile, got[filepath.Join(sub, ".git", "config")], "%v", got)
+	require.Contains(t, got, filepath.Join(sub, ".git", "hooks"))
+	_, _, repos, err := resolveProtect([]string{top}, []string{".git/config", ".git/hooks/"})
+	require.NoError(t, err)
+	require.True(t, repos.trusted[filepath.Join(sub, ".git")][sub], "trusted, with its working tree")
+}

@@ -96,7 +96,8 @@ func (st statCache) enclosingWorktree(root string) string {
 //   - for gitdir and each of them, what their configuration names
 //     ([configProtected]);
 //   - for each submodule the ".gitmodules" at worktree's top names
-//     ([submodulePaths]): its ".git" (a file naming its git directory,
+//     ([submodulePaths]), and each one checked out that only the index
+//     names ([checkedOutGitlinks]): its ".git" (a file naming its git directory,
 //     or that directory), which git on the host follows when it
 //     recurses into the submodule, its ".gitmodules", and its
 //     repository's config and hooks as the top one's; the returned
@@ -147,6 +148,7 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 	if err != nil {
 		return nil, err
 	}
+	subs = append(subs, checkedOutGitlinks(gitdir, worktree, subs)...)
 	for _, sp := range subs {
 		// Its ".git" file, and the git directory that names, as the
 		// top one's; ".git/config" leads to that repository in turn.
@@ -156,6 +158,38 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 		out = append(out, gitPath{path: filepath.Join(sp.path, ".gitmodules"), why: sp.why})
 	}
 	return out, nil
+}
+
+// checkedOutGitlinks returns the submodules of the index of gitdir
+// ([readGitlinks]) whose ".git" exists in worktree and that named (the
+// working trees ".gitmodules" names) does not hold: a repository
+// registered in the index alone ("git add" of an embedded repository)
+// is one git status enters as well. An index that cannot be read names
+// none here: the check after the job ([settleGitlinks]) moves it aside.
+func checkedOutGitlinks(gitdir, worktree string, named []gitPath) []gitPath {
+	budget := int64(maxGitIndexBytes)
+	links, err := gitlinksCache.read(gitdir, filepath.Join(gitdir, "index"), objectHashSize(gitdir), &budget)
+	if err != nil {
+		return nil
+	}
+	var out []gitPath
+	for _, rel := range links {
+		if strings.HasSuffix(rel, "/") {
+			continue // a sparse directory: nothing of it is checked out
+		}
+		p := filepath.Join(worktree, rel)
+		if slices.ContainsFunc(named, func(g gitPath) bool { return g.path == p }) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(p, ".git")); err != nil {
+			continue
+		}
+		if len(named)+len(out) >= maxProtectMatches {
+			break
+		}
+		out = append(out, gitPath{path: p, why: fmt.Sprintf("the submodule %q in the index %s", rel, filepath.Join(gitdir, "index"))})
+	}
+	return out
 }
 
 // gitdirFiles returns what git reads of a git directory dir that runs
