@@ -72,10 +72,13 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // it, the sandbox protects as well every submodule's git directory at any
 // depth, the submodules' ".git" files, and the hooks directory, included
 // files and fsmonitor script the repository's configuration names (see
-// docs/policy.md, "Protected paths").
+// docs/policy.md, "Protected paths"). The "*/" entries do the same for
+// the repositories one level below a writable root: a workspace that
+// holds several checkouts.
 var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
 	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
 	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",
+	"*/.git/hooks/", "*/.git/config", "*/.git/commondir", "*/.git/config.worktree", "*/.gitmodules",
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".bash_completion", ".profile",
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
 	".config/fish/", ".envrc", ".gitconfig", ".config/git/", ".ssh/rc", ".ssh/config", ".ssh/authorized_keys",

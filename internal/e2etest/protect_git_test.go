@@ -238,3 +238,46 @@ echo done
 		require.FileExists(t, pwned, "unprotected, the host's git status runs the job's fsmonitor")
 	})
 }
+
+// TestE2EProtectedCheckoutsInAWorkspace: a workspace that holds several
+// checkouts gets each one's config and hooks protected by the default
+// list, as its own repository's would be: a job cannot set their
+// core.fsmonitor or write their hooks, and the host's git status in one
+// runs nothing of the job's. With protect = [] the same job can.
+func TestE2EProtectedCheckoutsInAWorkspace(t *testing.T) {
+	t.Parallel()
+	bothGrades(t, func(t *testing.T, b *Bundle) {
+		if _, err := exec.LookPath("git"); err != nil {
+			Unavailable(t, "git is not installed")
+		}
+		ws := t.TempDir()
+		for _, r := range []string{"app", "lib"} {
+			hostGit(t, "init", "-q", filepath.Join(ws, r))
+			hostGit(t, "-C", filepath.Join(ws, r), "commit", "-q", "--allow-empty", "-m", r)
+		}
+		pwned := filepath.Join(t.TempDir(), "PWNED")
+		job := b.WriteJob("co.toml", fmt.Sprintf(`mode = "workspace_write"
+workspace = %q
+command = '''
+git -C app config core.fsmonitor 'touch %[2]s; false' 2>/dev/null && echo WROTE-config
+echo 'touch %[2]s' > lib/.git/hooks/post-checkout 2>/dev/null && echo WROTE-hook
+echo done
+'''
+`, ws, pwned))
+		b.SetPolicy("protect = [\"@default\"]\n")
+		out, errOut, code := b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		require.Contains(t, out, "done")
+		require.NotContains(t, out, "WROTE-")
+		hostGit(t, "-C", filepath.Join(ws, "app"), "status")
+		require.NoFileExists(t, pwned, "the host's git ran what the job wrote")
+
+		b.SetPolicy("protect = []\n")
+		out, errOut, code = b.Run("run", job)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		require.Contains(t, out, "WROTE-config")
+		require.Contains(t, out, "WROTE-hook")
+		hostGit(t, "-C", filepath.Join(ws, "app"), "status")
+		require.FileExists(t, pwned, "unprotected, the host's git status runs the job's fsmonitor")
+	})
+}
