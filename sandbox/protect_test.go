@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,10 +199,19 @@ func BenchmarkNewPolicyProtect(b *testing.B) {
 	}
 	empty, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
+	// A repository of 30 top-level directories, with the entries for
+	// those one level down that runner.DefaultProtect has.
+	wide, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	require.NoError(b, os.MkdirAll(filepath.Join(wide, ".git", "hooks"), 0o755))
+	for i := range 30 {
+		require.NoError(b, os.Mkdir(filepath.Join(wide, fmt.Sprint("dir", i)), 0o755))
+	}
+	nested := append(slices.Clone(list), "*/.git/hooks/", "*/.git/config", "*/.git/commondir", "*/.git/config.worktree", "*/.gitmodules")
 	for _, tc := range []struct {
 		name, ws string
 		protect  []string
-	}{{"repo", repo, list}, {"empty", empty, list}, {"none", repo, nil}} {
+	}{{"repo", repo, list}, {"empty", empty, list}, {"none", repo, nil}, {"30 dirs", wide, list}, {"30 dirs, one level down too", wide, nested}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				if _, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: tc.ws, Protect: tc.protect}); err != nil {
