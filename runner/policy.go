@@ -73,8 +73,9 @@ var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "
 // depth, the submodules' ".git" files, and the hooks directory, included
 // files and fsmonitor script the repository's configuration names (see
 // docs/policy.md, "Protected paths"). The "*/" entries do the same for
-// the repositories one level below a writable root: a workspace that
-// holds several checkouts.
+// the repositories one level below a writable root (a workspace that
+// holds several checkouts); a directory there without ".git" has none of
+// them protected.
 var DefaultProtect = []string{".git/hooks/", ".git/config", ".git/commondir", ".git/config.worktree",
 	".git/modules/*/hooks/", ".git/modules/*/config", ".git/modules/*/commondir",
 	".git/worktrees/*/commondir", ".git/worktrees/*/config.worktree", ".gitmodules",

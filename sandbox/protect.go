@@ -208,13 +208,13 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 			base := root
 			if filepath.IsAbs(e) {
 				base = "/"
-				cands = expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
+				cands = st.expandEntry("/", strings.TrimPrefix(filepath.Clean(e), "/"))
 			} else {
 				rel := filepath.Clean(e)
 				if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 					continue
 				}
-				cands = expandEntry(root, rel)
+				cands = st.expandEntry(root, rel)
 				more, err := anchoredAbove(root, rel)
 				if err != nil {
 					return nil, nil, nil, fmt.Errorf("%w (protect %q)", err, e)
@@ -295,7 +295,7 @@ func insideProtected(root, protected string) error {
 // components up to the last one with a metacharacter, each followed by
 // the rest as written, which need not exist (a .git file's gitdir or a
 // missing hooks directory is resolved later).
-func expandEntry(base, rel string) []string {
+func (st statCache) expandEntry(base, rel string) []string {
 	if !strings.ContainsAny(rel, `*?[\`) {
 		return []string{filepath.Join(base, rel)}
 	}
@@ -308,12 +308,33 @@ func expandEntry(base, rel string) []string {
 	}
 	// Only rel is a pattern: base, a writable root, may hold any byte
 	// ("br[1]"), which must not be read as one.
-	m, _ := fs.Glob(os.DirFS(base), strings.Join(parts[:last+1], "/")) // only ErrBadPattern: matches nothing
-	rest := filepath.Join(parts[last+1:]...)
-	for i := range m {
-		m[i] = filepath.Join(base, m[i], rest)
+	// The entries share their patterns ("*/.git/hooks/", "*/.git/config"):
+	// each is matched once per resolution, kept in st under a key no
+	// path has.
+	pattern := strings.Join(parts[:last+1], "/")
+	var m []string
+	key := "\x00glob\x00" + base + "\x00" + pattern
+	if r, ok := st[key]; ok {
+		m = r.matches
+	} else {
+		m, _ = fs.Glob(os.DirFS(base), pattern) // only ErrBadPattern: matches nothing
+		st[key] = statResult{matches: m}
 	}
-	return m
+	rest := filepath.Join(parts[last+1:]...)
+	var out []string
+	for _, c := range m {
+		// A match with no .git where the entry goes on into git's files
+		// (".git/...", ".gitmodules") names nothing to protect (a missing
+		// .git is the job's own), and in a workspace of many directories
+		// would cost a resolution, or a watch, each.
+		if len(parts) > last+1 && (parts[last+1] == ".git" || parts[last+1] == ".gitmodules") {
+			if _, err := st.lstat(filepath.Join(base, c, ".git")); err != nil {
+				continue
+			}
+		}
+		out = append(out, filepath.Join(base, c, rest))
+	}
+	return out
 }
 
 // anchoredAbove returns what the relative protect entry rel names below
@@ -344,7 +365,7 @@ func anchoredAbove(root, rel string) ([]string, error) {
 	var out []string
 	for k := 1; k < len(parts) && k <= len(comps); k++ {
 		if match(comps[len(comps)-k:], parts[:k]) {
-			out = append(out, expandEntry(root, filepath.Join(parts[k:]...))...)
+			out = append(out, statCache{}.expandEntry(root, filepath.Join(parts[k:]...))...)
 		}
 	}
 	return out, nil
@@ -449,8 +470,9 @@ func (st statCache) protectPendingTarget(root, t string, add func(string, protec
 type statCache map[string]statResult
 
 type statResult struct {
-	fi  os.FileInfo
-	err error
+	fi      os.FileInfo
+	err     error
+	matches []string // a glob's ([statCache.expandEntry])
 }
 
 func (st statCache) lstat(path string) (os.FileInfo, error) {
@@ -458,7 +480,7 @@ func (st statCache) lstat(path string) (os.FileInfo, error) {
 		return r.fi, r.err
 	}
 	fi, err := os.Lstat(path)
-	st[path] = statResult{fi, err}
+	st[path] = statResult{fi: fi, err: err}
 	return fi, err
 }
 

@@ -323,3 +323,17 @@ func TestHiddenFileInRootBoundBackStaysHidden(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{key}, p.HideFiles(), "the file under the bound-back root; the other is under the hidden directory only")
 }
+
+// TestProtectGlobSkipsDirectoriesWithoutGit: an entry that globs into
+// git's files ("*/.git/config", "*/.gitmodules") names nothing in a
+// matched directory without .git: no watch for its missing .gitmodules,
+// no resolution of a repository that is not there.
+func TestProtectGlobSkipsDirectoriesWithoutGit(t *testing.T) {
+	t.Parallel()
+	root := gitTree(t, map[string]string{"plain/x": "", "repo/.git/config": "[core]\n", "repo/.git/hooks/": ""})
+	got := protectedKinds(t, []string{root}, []string{"*/.git/config", "*/.git/hooks/", "*/.gitmodules", "*/x"})
+	require.Equal(t, protectFile, got[filepath.Join(root, "repo", ".git", "config")])
+	require.Contains(t, got, filepath.Join(root, "repo", ".gitmodules"), "watched: the repository has none yet")
+	require.NotContains(t, got, filepath.Join(root, "plain", ".gitmodules"))
+	require.Equal(t, protectFile, got[filepath.Join(root, "plain", "x")], "other globs are as they were")
+}

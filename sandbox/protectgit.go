@@ -106,7 +106,8 @@ func (st statCache) enclosingWorktree(root string) string {
 //
 // done holds the (git directory, working tree) pairs already handled in
 // this resolution, which return nothing; this one is added, and its git
-// directory and its submodules' are recorded as trusted. Paths
+// directory and its submodules' are recorded as trusted. A git
+// directory that does not exist returns nothing. Paths
 // outside every writable root are returned too:
 // [statCache.protectTarget] passes over them.
 //
@@ -119,6 +120,9 @@ func (st statCache) enclosingWorktree(root string) string {
 func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gitPath, error) {
 	if !done.add(gitdir, worktree) {
 		return nil, nil
+	}
+	if fi, err := st.lstat(gitdir); err != nil || !fi.IsDir() {
+		return nil, nil // no repository: what a job makes there is its own
 	}
 	var worktrees []string
 	if worktree != "" {
