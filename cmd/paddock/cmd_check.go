@@ -74,6 +74,15 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		if err := a.loadPolicy(ctx, "nothing was checked"); err != nil {
 			return err
 		}
+	} else {
+		// A mistyped --state-dir would otherwise be answered as if it
+		// were the queue meant.
+		msg := fmt.Sprintf("no queue at %s: checked against the default policy and the config's hooks; check --state-dir (or $PADDOCK_STATE_DIR) if the queue you meant is elsewhere", stateDir)
+		if gopts.JSON {
+			writeJSON(termSafeWriter{cmd.ErrOrStderr()}, map[string]any{"message_type": "check_warning", "message": msg})
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", termSafe(msg))
+		}
 	}
 	// What submit, run and the inbox refuse (ranges, keys that apply to
 	// schedules only, an after naming nothing), check

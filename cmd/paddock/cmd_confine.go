@@ -138,6 +138,7 @@ func queuePolicy(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) 
 		return runner.Policy{}, err
 	}
 	defer a.Close()
+	a.warnCreated(cmd, gopts, "confine_warning")
 	return compose.StoredPolicy(ctx, a.store)
 }
 

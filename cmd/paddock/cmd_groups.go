@@ -110,6 +110,7 @@ func runGroupsSet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return err
 	}
 	defer a.Close()
+	defer a.warnCreated(cmd, gopts, "queue_warning")
 	g, err := a.store.GroupLimitSet(ctx, &queue.GroupLimitSetParams{Name: name, Limit: limit})
 	if errors.Is(err, queue.ErrInvalid) {
 		return usagef("%v", err)

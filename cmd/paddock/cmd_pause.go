@@ -59,6 +59,7 @@ func runPause(ctx context.Context, cmd *cobra.Command, opts PauseOptions, gopts 
 		return err
 	}
 	defer a.Close()
+	defer a.warnCreated(cmd, gopts, "queue_warning")
 	p := &queue.QueuePauseParams{Group: opts.Group}
 	// A group is paused before its first job arrives as well (the pause
 	// is stored by name), but a typo pauses nothing anyone meant: say so.

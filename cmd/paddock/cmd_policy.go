@@ -104,6 +104,7 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return err
 	}
 	defer a.Close()
+	defer a.warnCreated(cmd, gopts, "queue_warning")
 	prev, prevErr := a.store.PolicyGet(ctx)
 	set, err := a.store.PolicySet(ctx, &queue.PolicySetParams{Source: string(data), Path: abs})
 	if err != nil {
@@ -113,7 +114,8 @@ func runPolicySet(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions,
 		return writeJSON(cmd.OutOrStdout(), policyViewOf(pol, &set))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "policy set from %s (sha256 %s)\n", abs, set.SHA256)
-	if errors.Is(prevErr, queue.ErrPolicyNotSet) || prevErr == nil && prev.SHA256 != set.SHA256 {
+	// A queue made just now has no worker running under the defaults.
+	if errors.Is(prevErr, queue.ErrPolicyNotSet) && !a.created || prevErr == nil && prev.SHA256 != set.SHA256 {
 		fmt.Fprintln(cmd.ErrOrStderr(), "paddock: the policy changed: workers running on this queue under the one before stop claiming jobs and exit; start them again to run under this one")
 	}
 	for _, w := range pol.Warnings() {
@@ -169,6 +171,7 @@ func runPolicyShow(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions
 		return err
 	}
 	defer a.Close()
+	defer a.warnCreated(cmd, gopts, "queue_warning")
 	stored, err := a.store.PolicyGet(ctx)
 	var v policyView
 	switch {

@@ -589,6 +589,25 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 		require.Contains(t, errOut, "refused by policy (max_mode)", c)
 		require.NoFileExists(t, filepath.Join(dir, "paddock.db"), c)
 	}
+	// The other commands that make a queue say so too, and check, which
+	// makes none, says what it checked against.
+	for _, args := range [][]string{{"pause"}, {"groups", "set", "g", "1"}, {"policy", "show"}} {
+		dir := filepath.Join(b.Dir, "made-"+args[0])
+		_, errOut, code = b.Run(append([]string{"--state-dir", dir}, args...)...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, "paddock: warning: no queue was at "+dir+": made a new one", args)
+	}
+	_, errOut, code = b.Run("--state-dir", filepath.Join(b.Dir, "check-typo"), "check", one)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "paddock: warning: no queue at "+filepath.Join(b.Dir, "check-typo")+": checked against the default policy")
+	// A policy set on a queue made just now has no worker to stop.
+	pol := filepath.Join(b.Dir, "pol.toml")
+	require.NoError(t, os.WriteFile(pol, []byte("max_mode = \"read_only\"\n"), 0o644))
+	_, errOut, code = b.Run("--state-dir", filepath.Join(b.Dir, "fresh-policy"), "policy", "set", pol)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, "the policy changed")
+	require.Contains(t, errOut, "no queue was at")
+
 	// Nor does one that only the store refuses: an after naming no job.
 	orphan := b.WriteJob("orphan.toml", "name = \"orphan\"\nmode = \"read_only\"\ncommand = [\"true\"]\nafter = [\"nosuch\"]\n")
 	for _, c := range []string{"submit", "run"} {
