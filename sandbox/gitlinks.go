@@ -149,6 +149,9 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			continue
 		}
 		seen[r] = true
+		if inRoots(filepath.Join(r.gitdir, "modules")) != "" {
+			out = append(out, settleModules(r, repos.trusted, &looked, jobID)...)
+		}
 		index := filepath.Join(r.gitdir, "index")
 		links, err := gitlinksCache.read(r.gitdir, index, objectHashSize(r.gitdir), &budget)
 		if err != nil {
@@ -195,7 +198,7 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 				why = fmt.Sprintf("it leads to the git directory %s, neither its own .git nor one below the superproject's modules/", g)
 			default:
 				looked++
-				why = submoduleRuns(g, wt)
+				why = submoduleRuns(g, wt, "")
 			}
 			if why == "" && len(seen)+len(todo) >= maxGitlinkRepos {
 				why = fmt.Sprintf("it is one of more than %d repositories below %s, more than paddock reads the index of", maxGitlinkRepos, r.worktree)
@@ -208,7 +211,89 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			out = append(out, settleSaying(msg, root, dotgit, jobID))
 		}
 	}
-	return strings.Join(out, "; ")
+	return strings.Join(slices.DeleteFunc(out, func(s string) bool { return s == "" }), "; ")
+}
+
+// maxModulesSettle bounds how often [settleModules] moves aside what
+// stops the walk of one repository's modules/ and walks it again.
+const maxModulesSettle = 8
+
+// settleModules checks, once a job has ended, the git directories below
+// the "modules/" of r's git directory, which lies inside a writable root
+// ([findModuleGitdirs]):
+// git uses modules/NAME for the submodule NAME when it checks one out or
+// fetches into it (git submodule update, git pull), whether or not its
+// working tree is there. Each one not in trusted (made during the job)
+// whose files are not what git makes for a submodule ([submoduleRuns],
+// its core.worktree within r's working tree) is moved out of modules/
+// ([moveOutOfModules]), as is what stops the walk (a symlink, a tree past
+// its bounds: the job's, since the same walk let the job start), and the
+// walk made again. looked
+// counts the git directories looked at, against [maxGitlinkRepos]. It
+// returns one sentence per thing it found and did.
+func settleModules(r gitRepo, trusted map[string]map[string]bool, looked *int, jobID string) []string {
+	var out []string
+	for range maxModulesSettle {
+		dirs, err := findModuleGitdirs(r.gitdir)
+		if me := (*modulesError)(nil); errors.As(err, &me) {
+			msg := fmt.Sprintf("the job left %s, which stops paddock looking for the submodules of %s to protect (%v)", me.path, r.gitdir, me.err)
+			did, moved := moveOutOfModules(r.gitdir, me.path, jobID, msg+", so it was moved out of modules/")
+			out = append(out, did)
+			if moved {
+				continue
+			}
+			return out
+		}
+		if err != nil {
+			return append(out, err.Error()+": check it before running git there")
+		}
+		for _, m := range dirs {
+			if _, ok := trusted[m]; ok {
+				continue
+			}
+			why := fmt.Sprintf("it is one of more than %d git directories the job made, more than paddock looks at", maxGitlinkRepos)
+			if *looked < maxGitlinkRepos {
+				*looked++
+				why = submoduleRuns(m, "", r.worktree)
+			}
+			if why != "" {
+				msg := fmt.Sprintf("the job made %s, a submodule's git directory git would use, that could make git on the host run a program of the job's: %s", m, why)
+				if did, _ := moveOutOfModules(r.gitdir, m, jobID, msg+", so it was moved out of modules/"); did != "" {
+					out = append(out, did)
+				}
+			}
+		}
+		return out
+	}
+	return append(out, fmt.Sprintf("%s's modules/ still stops paddock after %d things moved aside: check it before running git there", r.gitdir, maxModulesSettle))
+}
+
+// moveOutOfModules moves p, below gitdir's modules/, into gitdir itself
+// (to NAME.paddock-created-JOBID, [moveAsideTo]): renamed in its place,
+// it would still be a git directory below modules/, which the next job's
+// policy would take for one of the user's. Both directories are opened
+// without following a symlink. It returns lead with what it did, or ""
+// when nothing is at p, and whether it moved it.
+func moveOutOfModules(gitdir, p, jobID, lead string) (string, bool) {
+	parent, err := OpenNoSymlinks(filepath.Dir(p))
+	if err != nil {
+		return fmt.Sprintf("%s; paddock cannot reach it (%v): check it before running git there", lead, err), false
+	}
+	defer parent.Close()
+	dest, err := OpenNoSymlinks(gitdir)
+	if err != nil {
+		return fmt.Sprintf("%s; paddock cannot reach %s (%v): check it before running git there", lead, gitdir, err), false
+	}
+	defer dest.Close()
+	var st unix.Stat_t
+	if err := lookAt(int(parent.Fd()), filepath.Base(p), &st); errors.Is(err, unix.ENOENT) {
+		return "", false
+	}
+	name, err := moveAsideTo(int(parent.Fd()), filepath.Base(p), int(dest.Fd()), "paddock-created", jobID)
+	if err != nil {
+		return fmt.Sprintf("%s; moving it failed: %v: check it before running git there", lead, err), false
+	}
+	return lead + "; it is now " + filepath.Join(gitdir, name), true
 }
 
 // modulesDirs returns where the submodules of the repository whose git
@@ -335,8 +420,12 @@ func objectHashSize(gitdir string) int {
 var submoduleConfigKeys = map[string]bool{
 	"core.repositoryformatversion": true, "core.filemode": true, "core.bare": true,
 	"core.logallrefupdates": true, "core.symlinks": true, "core.ignorecase": true,
-	"core.precomposeunicode": true, "core.worktree": true, "extensions.objectformat": true,
-	"remote.url": true, "remote.fetch": true, "branch.remote": true, "branch.merge": true,
+	"core.precomposeunicode": true, "core.worktree": true, "core.autocrlf": true, "core.eol": true,
+	"extensions.objectformat": true, "extensions.partialclone": true,
+	"remote.url": true, "remote.fetch": true, "remote.tagopt": true, "remote.promisor": true,
+	"remote.partialclonefilter": true, "remote.prune": true,
+	"branch.remote": true, "branch.merge": true, "branch.rebase": true,
+	"pull.rebase": true, "pull.ff": true, "fetch.prune": true,
 	"submodule.url": true, "submodule.active": true, "user.name": true, "user.email": true,
 }
 
@@ -359,23 +448,28 @@ func allowedSubmoduleKey(v gitVar) bool {
 }
 
 // submoduleRuns returns why git, entering the submodule whose working
-// tree is worktree (canonical) and whose git directory gitdir (canonical)
-// the job made, could run a program of the job's, or "" when it could not: its
-// "config" sets a key git does not write for a submodule
+// tree is worktree (canonical; "" when none is known, for a git directory
+// below modules/ that a working tree within the superproject's, within,
+// may use) and whose git directory gitdir (canonical) the job made, could
+// run a program of the job's, or "" when it could not: its "config" sets
+// a key git does not write for a submodule
 // ([submoduleConfigKeys]: an allow-list, since git runs programs named
 // by keys no list of dangerous ones keeps up with), core.bare true,
 // core.worktree to another directory than worktree, a remote URL of the
-// "ext::" or "fd::" transports, a repository format git would not take
+// "ext::" or "fd::" transports (in remote.<name>.url or
+// branch.<name>.remote), a repository format git would not take
 // it as (core.repositoryformatversion other than 0 or 1,
 // extensions.objectFormat other than sha1 or sha256); it has a
 // "commondir" or "config.worktree" (read beside or instead of its
-// config); or its "hooks" holds anything but git's ".sample" files. A
+// config), or files in "remotes/" or "branches/", which name remotes
+// too (git init leaves "branches/" empty); or its "hooks" holds anything but git's ".sample" files. A
 // configuration that cannot be read counts as running something:
 // paddock cannot tell.
-func submoduleRuns(gitdir, worktree string) string {
-	for _, name := range []string{"commondir", "config.worktree"} {
-		if _, err := os.Lstat(filepath.Join(gitdir, name)); err == nil {
-			return fmt.Sprintf("%s exists (git reads its configuration from there too)", filepath.Join(gitdir, name))
+func submoduleRuns(gitdir, worktree, within string) string {
+	for _, name := range []string{"commondir", "config.worktree", "remotes", "branches"} {
+		p := filepath.Join(gitdir, name)
+		if _, err := os.Lstat(p); err == nil && !emptyDir(p) {
+			return fmt.Sprintf("%s exists (git reads configuration from there too)", p)
 		}
 	}
 	name := filepath.Join(gitdir, "config")
@@ -405,8 +499,12 @@ func submoduleRuns(gitdir, worktree string) string {
 				return at
 			}
 		case "core.worktree":
-			if c, err := filepath.EvalSymlinks(joinGitPath(gitdir, expandGitPath(v.value))); err != nil || c != worktree {
+			c, err := filepath.EvalSymlinks(joinGitPath(gitdir, expandGitPath(v.value)))
+			if worktree != "" && (err != nil || c != worktree) {
 				return at + " (not the submodule's own working tree)"
+			}
+			if worktree == "" && err == nil && !Within(c, within) {
+				return at + " (outside the repository's working tree)"
 			}
 		case "core.repositoryformatversion":
 			if v.value != "0" && v.value != "1" {
@@ -416,7 +514,8 @@ func submoduleRuns(gitdir, worktree string) string {
 			if f := strings.ToLower(v.value); f != "sha1" && f != "sha256" {
 				return at
 			}
-		case "remote.url":
+		case "remote.url", "branch.remote":
+			// branch.<name>.remote may be a URL as well.
 			if u := strings.ToLower(v.value); strings.HasPrefix(u, "ext::") || strings.HasPrefix(u, "fd::") {
 				return at + " (a transport that runs a command)"
 			}
@@ -448,6 +547,19 @@ func submoduleRuns(gitdir, worktree string) string {
 		return fmt.Sprintf("the hook %s", filepath.Join(hooks, n))
 	}
 	return ""
+}
+
+// emptyDir reports whether p is a directory (not a symlink) with
+// nothing in it, as git init leaves "branches/".
+func emptyDir(p string) bool {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // gitlinksCache keeps what [readGitlinks] found in the indexes read
@@ -483,20 +595,24 @@ const maxIndexCache = 64
 // taken from budget, and an index larger than what is left is refused.
 func (c *indexCache) read(gitdir, index string, hashSize int, budget *int64) ([]string, error) {
 	before, ok := statIndex(gitdir, index, hashSize)
+	split, sharedBytes := sharedIndexes(gitdir, index)
 	if ok {
 		c.mu.Lock()
 		links, hit := c.entries[before]
 		c.mu.Unlock()
-		if hit {
+		if hit && !split {
 			return slices.Clone(links), nil
 		}
-		if int64(before.size) > *budget {
+		// A split index's shared file is read with it: counted whole,
+		// with any other shared file beside it.
+		cost := int64(before.size) + sharedBytes
+		if cost > *budget {
 			return nil, fmt.Errorf("it is one of the indexes of more than %d bytes in all the job left, more than paddock reads", maxGitIndexBytesPerJob)
 		}
-		*budget -= int64(before.size)
+		*budget -= cost
 	}
 	links, err := readGitlinks(gitdir, index, hashSize)
-	if err != nil || !ok || maybeSplit(gitdir, index) {
+	if err != nil || !ok || split {
 		return links, err
 	}
 	if after, ok := statIndex(gitdir, index, hashSize); ok && after == before {
@@ -520,24 +636,32 @@ func statIndex(gitdir, path string, hashSize int) (indexID, bool) {
 	return indexID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), ctime: st.Ctim, mtime: st.Mtim, gitdir: gitdir, hashSize: hashSize}, true
 }
 
-// maybeSplit reports whether the index at path may be split: a shared
-// index ("sharedindex.*" in gitdir or beside the index) holds entries
-// too, and its name, not its identity, is all the index says of it.
-func maybeSplit(gitdir, path string) bool {
+// sharedIndexes reports whether the index at path may be split, a
+// shared index ("sharedindex.*", in gitdir or beside the index) being
+// there, and how many bytes those files hold in all (stat(2), following
+// links as the index reader does): its name, not its identity, is all
+// the index says of a shared one, so a split index is never cached, and
+// what it may read is counted.
+func sharedIndexes(gitdir, path string) (bool, int64) {
 	dirs := []string{filepath.Dir(path)}
 	if gitdir != "" && gitdir != dirs[0] {
 		dirs = append(dirs, gitdir)
 	}
+	split, total := false, int64(0)
 	for _, dir := range dirs {
 		f, err := os.Open(dir)
 		if err != nil {
-			return true
+			return true, total
 		}
 		for {
 			names, err := f.Readdirnames(256)
-			if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "sharedindex.") }) {
-				f.Close()
-				return true
+			for _, n := range names {
+				if strings.HasPrefix(n, "sharedindex.") {
+					split = true
+					if fi, err := os.Stat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+						total += fi.Size()
+					}
+				}
 			}
 			if err != nil {
 				break
@@ -545,5 +669,5 @@ func maybeSplit(gitdir, path string) bool {
 		}
 		f.Close()
 	}
-	return false
+	return split, total
 }

@@ -278,6 +278,75 @@ func TestSettleGitlinks(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(y, ".git"))
 	})
 
+	t.Run("git directories the job made below modules", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		other := filepath.Join(t.TempDir(), "other")
+		newRepo(t, other)
+		gitIn(t, top, "submodule", "add", "-q", other, "lib")
+		gitIn(t, top, "commit", "-q", "-m", "lib")
+		gitIn(t, top, "submodule", "deinit", "-q", "-f", "lib")
+		require.NoError(t, os.RemoveAll(filepath.Join(top, ".git", "modules"))) // as a clone without --recurse-submodules
+		benign := filepath.Join(top, "ok")
+		newRepo(t, benign)
+		addGitlink(t, top, "ok")
+		p := policy(t, top)
+		// The job makes the git directory git update --init would reuse
+		// for lib, one below a submodule of its own, and a link git
+		// would follow.
+		lib := filepath.Join(top, ".git", "modules", "lib")
+		gitIn(t, top, "init", "-q", "--bare", lib)
+		gitIn(t, top, "--git-dir", lib, "config", "core.bare", "false")
+		plantFSMonitorIn(t, lib)
+		inner := filepath.Join(benign, ".git", "modules", "inner")
+		gitIn(t, top, "init", "-q", "--bare", inner)
+		require.NoError(t, os.WriteFile(filepath.Join(inner, "hooks", "post-checkout"), []byte("#!/bin/sh\n"), 0o755))
+		require.NoError(t, os.Symlink("/etc", filepath.Join(top, ".git", "modules", "x")))
+		why := p.AfterCommand("job-11", nil)
+		require.Contains(t, why, "the job made "+lib+", a submodule's git directory git would use")
+		require.Contains(t, why, "core.fsmonitor")
+		require.Contains(t, why, "the job made "+inner+", a submodule's git directory git would use")
+		require.Contains(t, why, "the job left "+filepath.Join(top, ".git", "modules", "x")+", which stops paddock")
+		require.NoDirExists(t, lib)
+		require.NoDirExists(t, inner)
+		require.NoFileExists(t, filepath.Join(top, ".git", "modules", "x"))
+		require.DirExists(t, filepath.Join(top, ".git", "lib.paddock-created-job-11"), "moved out of modules/, where the next job would take it for the user's")
+		require.DirExists(t, filepath.Join(benign, ".git"), "the submodule of the job's that runs nothing is kept")
+		_, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: top, Protect: []string{".git/config", ".git/hooks/"}})
+		require.NoError(t, err, "the next job in the workspace is not refused for what this one left")
+	})
+
+	t.Run("a linked worktree", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		other := filepath.Join(t.TempDir(), "other")
+		newRepo(t, other)
+		gitIn(t, top, "submodule", "add", "-q", other, "lib")
+		gitIn(t, top, "commit", "-q", "-m", "lib")
+		feature := filepath.Join(top, ".wt", "feature")
+		gitIn(t, top, "worktree", "add", "-q", feature)
+		gitIn(t, feature, "submodule", "update", "-q", "--init")
+		wmod := filepath.Join(top, ".git", "worktrees", "feature", "modules", "lib")
+		require.DirExists(t, wmod)
+		got := protectedKinds(t, []string{top}, []string{".git/config", ".git/hooks/"})
+		require.Equal(t, protectFile, got[filepath.Join(wmod, "config")], "a linked worktree's submodule's config")
+		require.Contains(t, got, filepath.Join(wmod, "hooks"))
+		p := policy(t, top)
+		// The job registers a repository of its own in the linked
+		// worktree's index.
+		evil := filepath.Join(feature, "evil")
+		newRepo(t, evil)
+		ran := plantFSMonitor(t, evil)
+		addGitlink(t, feature, "evil")
+		status(t, feature)
+		require.True(t, ran(), "without paddock, git status in the worktree runs the job's program")
+		why := p.AfterCommand("job-12", nil)
+		require.Contains(t, why, "the submodule "+evil+" in the index of "+filepath.Join(top, ".git", "worktrees", "feature"))
+		require.NoDirExists(t, filepath.Join(evil, ".git"))
+		status(t, feature)
+		require.False(t, ran())
+	})
+
 	t.Run("a split index", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
@@ -356,6 +425,9 @@ func TestSubmoduleRuns(t *testing.T) {
 	}{
 		{name: "as git makes it", files: map[string]string{"config": plain, "hooks/pre-commit.sample": "x"}},
 		{name: "sha256", files: map[string]string{"config": "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n"}},
+		{name: "a partial clone, no tags", files: map[string]string{"config": "[core]\n\trepositoryformatversion = 1\n\tautocrlf = input\n[extensions]\n\tpartialclone = origin\n[remote \"origin\"]\n\turl = /srv/x.git\n\tpromisor = true\n\tpartialclonefilter = blob:none\n\ttagopt = --no-tags\n[pull]\n\trebase = true\n"}},
+		{name: "ext as a branch's remote", files: map[string]string{"config": "[branch \"main\"]\n\tremote = ext::sh -c x\n"}, runs: "a transport that runs a command"},
+		{name: "remotes file", files: map[string]string{"config": "[core]\n", "remotes/origin": "URL: ext::sh -c x\n"}, runs: "remotes exists"},
 		{name: "fsmonitor", files: map[string]string{"config": "[core]\n\tfsmonitor = ./m.sh\n"}, runs: "core.fsmonitor"},
 		{name: "fsmonitor on, all the same", files: map[string]string{"config": "[core]\n\tfsmonitor = true\n"}, runs: "core.fsmonitor"},
 		{name: "hooksPath", files: map[string]string{"config": "[core]\n\thooksPath = /tmp/h\n"}, runs: "core.hookspath"},
@@ -386,7 +458,7 @@ func TestSubmoduleRuns(t *testing.T) {
 			require.NoError(t, unix.Mkfifo(filepath.Join(dir, "hooks"), 0o644))
 		}
 		done := make(chan string, 1)
-		go func() { done <- submoduleRuns(dir, wt) }()
+		go func() { done <- submoduleRuns(dir, wt, "") }()
 		var got string
 		select {
 		case got = <-done:
@@ -402,10 +474,10 @@ func TestSubmoduleRuns(t *testing.T) {
 	// A hooks directory that is a link, and a sample that is one.
 	dir := gitTree(t, map[string]string{"config": "[core]\n", "real/": ""})
 	require.NoError(t, os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "hooks")))
-	require.Contains(t, submoduleRuns(dir, wt), "hooks is not a directory paddock can list")
+	require.Contains(t, submoduleRuns(dir, wt, ""), "hooks is not a directory paddock can list")
 	dir = gitTree(t, map[string]string{"config": "[core]\n", "hooks/": "", "x": "#!/bin/sh\n"})
 	require.NoError(t, os.Symlink(filepath.Join(dir, "x"), filepath.Join(dir, "hooks", "pre-commit.sample")))
-	require.Contains(t, submoduleRuns(dir, wt), "the hook")
+	require.Contains(t, submoduleRuns(dir, wt, ""), "the hook")
 }
 
 // BenchmarkAfterCommandGitlinks: what reading the index after a job
@@ -509,4 +581,29 @@ func TestResolveProtectIndexOnlySubmodule(t *testing.T) {
 	_, _, repos, err := resolveProtect([]string{top}, []string{".git/config", ".git/hooks/"})
 	require.NoError(t, err)
 	require.True(t, repos.trusted[filepath.Join(sub, ".git")][sub], "trusted, with its working tree")
+}
+
+// TestIndexCacheBudgetSplit: a split index costs the budget its shared
+// file as well, each time it is read (it is never cached).
+func TestIndexCacheBudgetSplit(t *testing.T) {
+	t.Parallel()
+	r := newGitIndexRepo(t)
+	r.add(manyPaths(100), []string{"sub"})
+	r.git("update-index", "--split-index")
+	shared, err := filepath.Glob(filepath.Join(r.gitdir(), "sharedindex.*"))
+	require.NoError(t, err)
+	require.Len(t, shared, 1)
+	fi, err := os.Stat(shared[0])
+	require.NoError(t, err)
+	cost := int64(len(r.index())) + fi.Size()
+	cache := &indexCache{entries: map[indexID][]string{}}
+	budget := 2 * cost
+	for range 2 {
+		links, err := cache.read(r.gitdir(), r.indexPath(), 20, &budget)
+		require.NoError(t, err)
+		require.Equal(t, []string{"sub"}, links)
+	}
+	require.Zero(t, budget, "the index and its shared file, twice")
+	_, err = cache.read(r.gitdir(), r.indexPath(), 20, &budget)
+	require.ErrorContains(t, err, "more than paddock reads")
 }

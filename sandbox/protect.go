@@ -782,17 +782,23 @@ const asideTries = 8
 //
 // Errors: renameat2(2)'s, or EEXIST after asideTries suffixes taken.
 func moveAside(dfd int, base, tag, jobID string) (string, error) {
+	return moveAsideTo(dfd, base, dfd, tag, jobID)
+}
+
+// moveAsideTo is [moveAside] into the directory open as tfd (on the same
+// file system) rather than dfd: the aside name is taken there.
+func moveAsideTo(dfd int, base string, tfd int, tag, jobID string) (string, error) {
 	name := asideName(base, tag, jobID)
-	err := unix.Renameat2(dfd, base, dfd, name, unix.RENAME_NOREPLACE)
+	err := unix.Renameat2(dfd, base, tfd, name, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EACCES) && giveBackRights(dfd, 0o300) {
 		// The job took away its own write permission on the directory
 		// (a worker that is not root is held to it), right after making
 		// the path: given back, as lookAt gives back search.
-		err = unix.Renameat2(dfd, base, dfd, name, unix.RENAME_NOREPLACE)
+		err = unix.Renameat2(dfd, base, tfd, name, unix.RENAME_NOREPLACE)
 	}
 	for i := 0; errors.Is(err, unix.EEXIST) && i < asideTries; i++ {
 		aside := fmt.Sprintf("%s.%016x", name, rand.Uint64())
-		if err = unix.Renameat2(dfd, base, dfd, aside, unix.RENAME_NOREPLACE); err == nil {
+		if err = unix.Renameat2(dfd, base, tfd, aside, unix.RENAME_NOREPLACE); err == nil {
 			return aside, nil
 		}
 	}

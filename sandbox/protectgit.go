@@ -136,6 +136,18 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 	if err != nil {
 		return nil, err
 	}
+	// A linked worktree (git worktree add) has a git directory of its
+	// own below worktrees/, with its own index and its own submodules'
+	// git directories below its modules/: listed, for the index read
+	// after the job, and those protected like the top one's.
+	for _, w := range linkedWorktrees(gitdir) {
+		done.add(w.gitdir, w.worktree)
+		wmods, err := findModuleGitdirs(w.gitdir)
+		if err != nil {
+			return nil, err
+		}
+		mods = append(mods, wmods...)
+	}
 	for _, m := range mods {
 		done.trust(m, "")
 		out = append(out, gitdirFiles(m, "the submodule git directory "+m)...)
@@ -192,6 +204,45 @@ func checkedOutGitlinks(gitdir, worktree string, named []gitPath) []gitPath {
 			break
 		}
 		out = append(out, gitPath{path: p, why: fmt.Sprintf("the submodule %q in the index %s", rel, filepath.Join(gitdir, "index"))})
+	}
+	return out
+}
+
+// maxLinkedWorktrees bounds how many linked worktrees of one repository
+// [linkedWorktrees] lists.
+const maxLinkedWorktrees = 256
+
+// linkedWorktrees returns the linked worktrees of the repository whose
+// git directory is gitdir (gitrepository-layout(5), "worktrees"): for
+// each directory below worktrees/ (not a symlink) whose "gitdir" file
+// names the worktree's ".git" file, that directory, canonical, and the
+// worktree's top, resolved; at most maxLinkedWorktrees of them.
+func linkedWorktrees(gitdir string) []gitRepo {
+	dir := filepath.Join(gitdir, "worktrees")
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	names, _ := f.Readdirnames(maxLinkedWorktrees)
+	slices.Sort(names)
+	var out []gitRepo
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		wgit := filepath.Join(dir, n)
+		dotgit, ok := readGitPointer(filepath.Join(wgit, "gitdir"), "")
+		if !ok {
+			continue
+		}
+		wt, err := filepath.EvalSymlinks(filepath.Dir(joinGitPath(wgit, dotgit)))
+		if err != nil {
+			continue
+		}
+		out = append(out, gitRepo{gitdir: wgit, worktree: wt})
 	}
 	return out
 }
@@ -549,7 +600,7 @@ func findModuleGitdirs(gitdir string) ([]string, error) {
 			// modules/NAME by path, through a symlink too, which the
 			// walk refuses to follow; such a link is reported below.
 			if fi, lerr := os.Lstat(modules); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-				return nil, fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", modules, ErrBadPath)
+				return nil, &modulesError{path: modules, err: fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", modules, ErrBadPath)}
 			}
 			return nil, nil
 		}
@@ -564,6 +615,18 @@ func findModuleGitdirs(gitdir string) ([]string, error) {
 	return w.found, nil
 }
 
+// modulesError is a [findModuleGitdirs] error caused by what is at path
+// (a symlink, a tree too deep or too large): what the check after a job
+// moves aside when the job made it ([settleModules]).
+type modulesError struct {
+	path string
+	err  error
+}
+
+func (e *modulesError) Error() string { return e.err.Error() }
+
+func (e *modulesError) Unwrap() error { return e.err }
+
 // moduleWalk is the state of one [findModuleGitdirs].
 type moduleWalk struct {
 	entries int
@@ -574,7 +637,7 @@ type moduleWalk struct {
 // below the top "modules/" (0 for it).
 func (w *moduleWalk) walk(dfd int, path string, depth int) error {
 	if depth > maxModulesDepth {
-		return fmt.Errorf("sandbox: %s is more than %d levels below a git directory's modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", path, maxModulesDepth, ErrBadPath)
+		return &modulesError{path: path, err: fmt.Errorf("sandbox: %s is more than %d levels below a git directory's modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", path, maxModulesDepth, ErrBadPath)}
 	}
 	rfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -587,7 +650,7 @@ func (w *moduleWalk) walk(dfd int, path string, depth int) error {
 		return fmt.Errorf("sandbox: cannot read %s to find the submodules' git directories to protect: %w: %w", path, err, ErrBadPath)
 	}
 	if w.entries += len(names); w.entries > maxModulesEntries {
-		return fmt.Errorf("sandbox: more than %d entries below %s's git directories' modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", maxModulesEntries, path, ErrBadPath)
+		return &modulesError{path: path, err: fmt.Errorf("sandbox: more than %d entries below %s's git directories' modules/: paddock cannot look for every submodule's git directory to protect (remove what is not a submodule there): %w", maxModulesEntries, path, ErrBadPath)}
 	}
 	slices.Sort(names)
 	for _, name := range names {
@@ -601,7 +664,7 @@ func (w *moduleWalk) walk(dfd int, path string, depth int) error {
 		case unix.S_IFLNK:
 			// git would follow it to a git directory paddock does not
 			// look at.
-			return fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)
+			return &modulesError{path: child, err: fmt.Errorf("sandbox: %s is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)}
 		default:
 			continue
 		}
@@ -624,7 +687,7 @@ func (w *moduleWalk) visit(cfd int, child string, depth int) error {
 		return w.walk(cfd, child, depth+1)
 	}
 	if len(w.found) >= maxProtectMatches {
-		return fmt.Errorf("sandbox: more than %d submodule git directories below %s: more than a sandbox can protect: %w", maxProtectMatches, child, ErrBadPath)
+		return &modulesError{path: child, err: fmt.Errorf("sandbox: more than %d submodule git directories below %s: more than a sandbox can protect: %w", maxProtectMatches, child, ErrBadPath)}
 	}
 	w.found = append(w.found, child)
 	var st unix.Stat_t
@@ -634,7 +697,7 @@ func (w *moduleWalk) visit(cfd int, child string, depth int) error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 	case unix.S_IFLNK:
-		return fmt.Errorf("sandbox: %s/modules is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)
+		return &modulesError{path: child + "/modules", err: fmt.Errorf("sandbox: %s/modules is a symlink: paddock does not follow one to find the submodules' git directories to protect: %w", child, ErrBadPath)}
 	default:
 		return nil
 	}
