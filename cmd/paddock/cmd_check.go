@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -74,15 +75,6 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 		if err := a.loadPolicy(ctx, "nothing was checked"); err != nil {
 			return err
 		}
-	} else {
-		// A mistyped --state-dir would otherwise be answered as if it
-		// were the queue meant.
-		msg := fmt.Sprintf("no queue at %s: checked against the default policy and the config's hooks; check --state-dir (or $PADDOCK_STATE_DIR) if the queue you meant is elsewhere", stateDir)
-		if gopts.JSON {
-			writeJSON(termSafeWriter{cmd.ErrOrStderr()}, map[string]any{"message_type": "check_warning", "message": msg})
-		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "paddock: warning: %s\n", termSafe(msg))
-		}
 	}
 	// What submit, run and the inbox refuse (ranges, keys that apply to
 	// schedules only, an after naming nothing), check
@@ -119,13 +111,20 @@ func runCheck(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions, fil
 	}
 	ex := a.Executor(chain, sandbox.ProbeReport{}, nil)
 	out := cmd.OutOrStdout()
+	// An allow from no hooks is not an allow from the hooks, and one
+	// from no queue (a mistyped --state-dir) is not the queue's.
+	var warnings []string
 	if len(chain.Hooks()) == 0 {
-		// An allow from no hooks is not an allow from the hooks.
-		const msg = "no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)"
+		warnings = append(warnings, "no hooks: the queue's policy names none and no config names any; only the policy's ceilings and the fence are checked (paddock policy show)")
+	}
+	if a.store == nil {
+		warnings = append(warnings, fmt.Sprintf("no queue at %s: checked against the default policy; check --state-dir (or $PADDOCK_STATE_DIR) if the queue you meant is elsewhere", stateDir))
+	}
+	if msg := strings.Join(warnings, "; "); msg != "" {
 		if gopts.JSON {
-			writeJSON(cmd.ErrOrStderr(), map[string]any{"message_type": "check_warning", "message": msg})
+			writeJSON(termSafeWriter{cmd.ErrOrStderr()}, map[string]any{"message_type": "check_warning", "message": msg})
 		} else {
-			fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: "+msg)
+			fmt.Fprintln(cmd.ErrOrStderr(), "paddock: check: "+termSafe(msg))
 		}
 	}
 	denied := 0

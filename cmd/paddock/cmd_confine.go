@@ -130,15 +130,22 @@ workspace: REASON" (with --json, a "confine_warning" object).`,
 	return cmd
 }
 
-// queuePolicy reads the queue's policy (the defaults when none is set),
-// without binding a hook chain to it.
+// queuePolicy reads the queue's policy (the defaults when none is set,
+// or where there is no queue: it makes none), without binding a hook
+// chain to it.
 func queuePolicy(ctx context.Context, cmd *cobra.Command, gopts *GlobalOptions) (runner.Policy, error) {
-	a, err := openApp(ctx, cmd, gopts)
+	a, err := newApp(cmd, gopts)
 	if err != nil {
 		return runner.Policy{}, err
 	}
+	if !a.HasStore() {
+		// Nothing to read, and nothing to make: confine changes nothing.
+		return runner.DefaultPolicy(), nil
+	}
+	if err := a.openStore(ctx); err != nil {
+		return runner.Policy{}, err
+	}
 	defer a.Close()
-	a.warnCreated(cmd, gopts, "confine_warning")
 	return compose.StoredPolicy(ctx, a.store)
 }
 

@@ -599,7 +599,7 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 	}
 	_, errOut, code = b.Run("--state-dir", filepath.Join(b.Dir, "check-typo"), "check", one)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, errOut, "paddock: warning: no queue at "+filepath.Join(b.Dir, "check-typo")+": checked against the default policy")
+	require.Contains(t, errOut, "no queue at "+filepath.Join(b.Dir, "check-typo")+": checked against the default policy")
 	// A policy set on a queue made just now has no worker to stop.
 	pol := filepath.Join(b.Dir, "pol.toml")
 	require.NoError(t, os.WriteFile(pol, []byte("max_mode = \"read_only\"\n"), 0o644))
