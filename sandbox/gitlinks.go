@@ -39,8 +39,8 @@ type gitRepo struct {
 // found; trusted holds their git directories and those of their
 // submodules below "modules/" (canonical) that existed, whose config
 // and hooks the policy keeps as they were, each with the working trees
-// it is known to have (the one it was found through, and the one its
-// core.worktree names). The zero value is not ready: use [newGitRepos].
+// it is known to have (the one it was found through, or for a git
+// directory below modules/ the one its core.worktree names). The zero value is not ready: use [newGitRepos].
 type gitRepos struct {
 	list    []gitRepo
 	trusted map[string]map[string]bool
@@ -63,8 +63,8 @@ func (g *gitRepos) add(gitdir, worktree string) bool {
 	return true
 }
 
-// trust records gitdir as trusted, with worktree ("" for none known)
-// and the one its core.worktree names, when it is a directory: a git
+// trust records gitdir as trusted, with worktree, or when that is ""
+// the one its core.worktree names, when it is a directory: a git
 // directory that does not exist (a submodule not checked out) had
 // nothing kept, and what the job makes there is its own.
 func (g *gitRepos) trust(gitdir, worktree string) {
@@ -76,10 +76,14 @@ func (g *gitRepos) trust(gitdir, worktree string) {
 		known = map[string]bool{}
 		g.trusted[gitdir] = known
 	}
-	for _, w := range []string{worktree, configuredWorktree(gitdir)} {
-		if c, err := filepath.EvalSymlinks(w); w != "" && err == nil {
-			known[c] = true
-		}
+	w := worktree
+	if w == "" {
+		// A submodule's git directory below modules/, found by the
+		// walk: the working tree its own config names.
+		w = configuredWorktree(gitdir)
+	}
+	if c, err := filepath.EvalSymlinks(w); w != "" && err == nil {
+		known[c] = true
 	}
 }
 

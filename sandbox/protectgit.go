@@ -97,7 +97,7 @@ func (st statCache) enclosingWorktree(root string) string {
 //     ([configProtected]);
 //   - for each submodule the ".gitmodules" at worktree's top names
 //     ([submodulePaths]), and each one checked out that only the index
-//     names ([checkedOutGitlinks]): its ".git" (a file naming its git directory,
+//     names ([statCache.checkedOutGitlinks]): its ".git" (a file naming its git directory,
 //     or that directory), which git on the host follows when it
 //     recurses into the submodule, its ".gitmodules", and its
 //     repository's config and hooks as the top one's; the returned
@@ -164,7 +164,7 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 	if err != nil {
 		return nil, err
 	}
-	subs = append(subs, checkedOutGitlinks(gitdir, worktree, subs)...)
+	subs = append(subs, st.checkedOutGitlinks(gitdir, worktree, subs)...)
 	for _, sp := range subs {
 		// Its ".git" file, and the git directory that names, as the
 		// top one's; ".git/config" leads to that repository in turn.
@@ -182,7 +182,10 @@ func (st statCache) repoProtected(gitdir, worktree string, done *gitRepos) ([]gi
 // registered in the index alone ("git add" of an embedded repository)
 // is one git status enters as well. An index that cannot be read names
 // none here: the check after the job ([settleGitlinks]) moves it aside.
-func checkedOutGitlinks(gitdir, worktree string, named []gitPath) []gitPath {
+func (st statCache) checkedOutGitlinks(gitdir, worktree string, named []gitPath) []gitPath {
+	if _, err := st.lstat(filepath.Join(gitdir, "index")); err != nil {
+		return nil // no index (a new repository): nothing registered
+	}
 	budget := int64(maxGitIndexBytes)
 	links, err := gitlinksCache.read(gitdir, filepath.Join(gitdir, "index"), objectHashSize(gitdir), &budget)
 	if err != nil {
