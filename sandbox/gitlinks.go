@@ -492,7 +492,7 @@ func submoduleRuns(gitdir, worktree, within string) string {
 		at := fmt.Sprintf("%s line %d: %s = %q", name, v.line, v.key(), v.value)
 		key := v.section + "." + v.name
 		if !allowedSubmoduleKey(v) {
-			return at + " (git sets no such key for a submodule)"
+			return at + " (not among the keys a git directory the job made may set: docs/policy.md, Protected paths)"
 		}
 		if v.noValue && key != "core.bare" {
 			return at + " (no value)"

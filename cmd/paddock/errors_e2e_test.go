@@ -616,6 +616,7 @@ func TestE2EReadsNeedAQueue(t *testing.T) {
 		require.Equal(t, 2, code, errOut)
 		require.Contains(t, errOut, "orphan.toml:4:", c)
 		require.Contains(t, errOut, "nosuch", c)
+		require.Contains(t, errOut, "no queue is at "+dir+", which is where the jobs named were looked for", c)
 		require.NoFileExists(t, filepath.Join(dir, "paddock.db"), c)
 	}
 
