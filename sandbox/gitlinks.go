@@ -300,6 +300,121 @@ func moveOutOfModules(gitdir, p, jobID, lead string) (string, bool) {
 	return lead + "; it is now " + filepath.Join(gitdir, name), true
 }
 
+// settleNewTrust resolves p's protect list again once the job has ended,
+// as the next job's policy will ([resolveProtect]), and looks at each git
+// directory inside p's writable roots that resolution trusts and p's did
+// not: one the job made where the next job would take it for the
+// user's (a repository one level down for a "*/.git/config" entry, a
+// submodule a ".gitmodules" it made names, a linked worktree and the
+// git directories below its modules/). One that fails [submoduleRuns]
+// (a linked worktree's: [worktreeRuns]) is moved out of the way: out of
+// the modules/ or worktrees/ that holds it ([moveOutOfModules]), else
+// aside in its place. A resolution that fails (the next job would be
+// refused) moves out what a [modulesError] names and tries again, and
+// otherwise says what the next job will be refused for. It returns one
+// sentence per thing it found and did, or "".
+func settleNewTrust(p Policy, jobID string) string {
+	if p.repos == nil {
+		return ""
+	}
+	var out []string
+	var after *gitRepos
+	for try := 0; ; try++ {
+		_, _, r, err := resolveProtect(p.Roots(), p.entries)
+		if err == nil {
+			after = r
+			break
+		}
+		me := (*modulesError)(nil)
+		if !errors.As(err, &me) || try >= maxModulesSettle {
+			return strings.Join(append(out, fmt.Sprintf("the job left the workspace so that the next job in it will be refused until what this names is removed: %v", err)), "; ")
+		}
+		msg := fmt.Sprintf("the job left %s, which would stop the next job (%v)", me.path, me.err)
+		did, moved := moveOutOfModules(containerGitdir(me.path), me.path, jobID, msg+", so it was moved out of the way")
+		out = append(out, did)
+		if !moved {
+			return strings.Join(out, "; ")
+		}
+	}
+	var fresh []string
+	for g := range after.trusted {
+		if _, ok := p.repos.trusted[g]; !ok {
+			fresh = append(fresh, g)
+		}
+	}
+	slices.Sort(fresh)
+	for _, g := range fresh {
+		root := ""
+		for _, r := range p.Roots() {
+			if Within(g, r) && g != r && len(r) > len(root) {
+				root = r
+			}
+		}
+		if root == "" {
+			continue // not the job's to make
+		}
+		worktree := ""
+		if known := after.trusted[g]; len(known) == 1 {
+			for w := range known {
+				worktree = w
+			}
+		}
+		container := containerGitdir(g)
+		var why string
+		if filepath.Base(filepath.Dir(g)) == "worktrees" {
+			why = worktreeRuns(g, container)
+		} else {
+			why = submoduleRuns(g, worktree, root)
+		}
+		if why == "" {
+			continue
+		}
+		msg := fmt.Sprintf("the job made %s, a git directory the next job would take for the user's, that could make git on the host run a program of the job's: %s", g, why)
+		if container != "" {
+			if did, _ := moveOutOfModules(container, g, jobID, msg+", so it was moved out of the way"); did != "" {
+				out = append(out, did)
+			}
+			continue
+		}
+		if did := walkAside(root, g, jobID, msg+", so it was moved aside"); did != "" {
+			out = append(out, did)
+		}
+	}
+	return strings.Join(slices.DeleteFunc(out, func(s string) bool { return s == "" }), "; ")
+}
+
+// containerGitdir returns the git directory whose "modules/" or
+// "worktrees/" holds p (the path before the last such component), or ""
+// when none does.
+func containerGitdir(p string) string {
+	i := max(strings.LastIndex(p, "/modules/"), strings.LastIndex(p, "/worktrees/"))
+	if i <= 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// worktreeRuns returns why the git directory of a linked worktree the
+// job made, gitdir (below common's "worktrees/"), could make git run a
+// program of the job's, or "": its "commondir" must lead to common, and
+// it may have no "config.worktree" (the worktree's own config) and no
+// "config" or "hooks" (git takes both from common).
+func worktreeRuns(gitdir, common string) string {
+	c, ok := readCommondir(gitdir)
+	if !ok {
+		return fmt.Sprintf("%s names no common directory", gitdir)
+	}
+	if r, err := filepath.EvalSymlinks(c); err != nil || r != common {
+		return fmt.Sprintf("%s/commondir leads to %s, not %s", gitdir, c, common)
+	}
+	for _, name := range []string{"config.worktree", "config", "hooks"} {
+		if _, err := os.Lstat(filepath.Join(gitdir, name)); err == nil {
+			return fmt.Sprintf("%s exists", filepath.Join(gitdir, name))
+		}
+	}
+	return ""
+}
+
 // modulesDirs returns where the submodules of the repository whose git
 // directory is gitdir keep their git directories: its "modules", and
 // its common directory's (a linked worktree's submodules), resolved.

@@ -95,6 +95,7 @@ type Policy struct {
 	protect   []protectMount
 	links     []ProtectedLink
 	repos     *gitRepos // nil when the policy protects no repository
+	entries   []string  // the protect list resolved ([PolicyParams].Protect)
 }
 
 // Mode returns the policy's mode.
@@ -374,6 +375,7 @@ func NewPolicy(p PolicyParams) (Policy, error) {
 		var pm []protectMount
 		if len(p.Protect) > 0 {
 			var err error
+			out.entries = slices.Clone(p.Protect)
 			if pm, out.links, out.repos, err = resolveProtect(out.Roots(), p.Protect); err != nil {
 				if re := (*rootInProtectedError)(nil); errors.As(err, &re) {
 					if re.root == out.workspace {

@@ -895,7 +895,7 @@ func (p Policy) AfterCommand(jobID string, w *ProtectWatch) string {
 		found = append(found, w.Stop())
 		links = w.currentLinks()
 	}
-	for _, s := range []string{restoreLinks(links, jobID), moveCreatedUnder(p.Roots(), p.watchedPaths(), jobID), settleGitlinks(p.Roots(), p.repos, jobID)} {
+	for _, s := range []string{restoreLinks(links, jobID), moveCreatedUnder(p.Roots(), p.watchedPaths(), jobID), settleGitlinks(p.Roots(), p.repos, jobID), settleNewTrust(p, jobID)} {
 		if s != "" {
 			found = append(found, s)
 		}
