@@ -166,7 +166,7 @@ func (b EnqueueBatch) PlanDeps(look EnqueueLookup) ([]JobDeps, error) {
 				if at := b.laterJob(ref); at != "" {
 					fe(i, "after", fmt.Sprintf("%q is a job of %s, which comes later in this submission: list it first (after may name a job of the same file, of an earlier one, or in the queue)", ref, at), nil)
 				} else {
-					fe(i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref), nil)
+					fe(i, "after", fmt.Sprintf("%q names no job in this file and no id or name in the queue", ref), ErrNoSuchDependency)
 				}
 				continue
 			}

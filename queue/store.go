@@ -545,6 +545,9 @@ var (
 	ErrScheduleNotFound = errors.New("queue: schedule not found")
 	// ErrPolicyNotSet: the queue has no policy document (PolicyGet).
 	ErrPolicyNotSet = errors.New("queue: no policy set")
+	// ErrNoSuchDependency is wrapped by the error of an enqueue whose
+	// `after` names no job of the submission nor of the queue.
+	ErrNoSuchDependency = errors.New("queue: after names no job")
 	// ErrPolicyChanged: JobClaim named a policy digest that is not the
 	// queue's: the queue's policy was set after the claimer loaded it.
 	ErrPolicyChanged = errors.New("queue: the queue's policy is not the claimer's")

@@ -394,9 +394,12 @@ func refuseBeforeMaking(ctx context.Context, cmd *cobra.Command, gopts *GlobalOp
 		return &usageError{fmt.Errorf("nothing was enqueued: %w", err)}
 	}
 	if err := compose.TryEnqueue(ctx, enqueueBatches(files)); errors.Is(err, jobspec.ErrInvalid) {
-		// An after naming a job of the queue meant, at a mistyped
-		// --state-dir: say where it was looked for.
-		return enqueueError(fmt.Errorf("%w\n(no queue is at %s, which is where the jobs named were looked for: check --state-dir or $PADDOCK_STATE_DIR)", err, stateDir))
+		if errors.Is(err, queue.ErrNoSuchDependency) {
+			// An after naming a job of the queue meant, at a mistyped
+			// --state-dir: say where it was looked for.
+			err = fmt.Errorf("%w\n(no queue is at %s, which is where the jobs named were looked for: check --state-dir or $PADDOCK_STATE_DIR)", err, stateDir)
+		}
+		return enqueueError(err)
 	}
 	return nil
 }
