@@ -82,6 +82,13 @@ func TestSettleGitlinks(t *testing.T) {
 		gitIn(t, dir, "init", "-q")
 		gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", "sub")
 	}
+	// addSubmodule adds a submodule at path of top, cloned from a
+	// repository of its own, as git submodule add does.
+	addSubmodule := func(t *testing.T, top, path string) {
+		other := filepath.Join(t.TempDir(), "other")
+		newRepo(t, other)
+		gitIn(t, top, "submodule", "add", "-q", other, path)
+	}
 	policy := func(t *testing.T, top string) Policy {
 		p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: top, Protect: []string{".git/config", ".git/hooks/"}})
 		require.NoError(t, err)
@@ -117,9 +124,7 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("not checked out", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
-		gitIn(t, top, "submodule", "add", "-q", other, "mod")
+		addSubmodule(t, top, "mod")
 		gitIn(t, top, "commit", "-q", "-m", "mod")
 		gitIn(t, top, "submodule", "deinit", "-q", "-f", "mod")
 		p := policy(t, top)
@@ -138,10 +143,8 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("added the usual way, and one nested in it", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
 		p := policy(t, top)
-		gitIn(t, top, "submodule", "add", "-q", other, "deps/x")
+		addSubmodule(t, top, "deps/x")
 		require.Empty(t, p.AfterCommand("job-3", nil), "a submodule git made itself runs nothing")
 		require.FileExists(t, filepath.Join(top, "deps", "x", ".git"))
 
@@ -162,9 +165,7 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("the user's own submodule", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
-		gitIn(t, top, "submodule", "add", "-q", other, "mine")
+		addSubmodule(t, top, "mine")
 		ran := plantFSMonitor(t, filepath.Join(top, "mine"))
 		p := policy(t, top)
 		require.Empty(t, p.AfterCommand("job-4", nil), "its config was the user's, and kept as it was")
@@ -259,9 +260,7 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("another working tree's git directory", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
-		gitIn(t, top, "submodule", "add", "-q", other, "old")
+		addSubmodule(t, top, "old")
 		gitIn(t, top, "commit", "-q", "-m", "old")
 		gitIn(t, top, "rm", "-q", "old")
 		gitIn(t, top, "commit", "-q", "-m", "no old")
@@ -281,9 +280,7 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("git directories the job made below modules", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
-		gitIn(t, top, "submodule", "add", "-q", other, "lib")
+		addSubmodule(t, top, "lib")
 		gitIn(t, top, "commit", "-q", "-m", "lib")
 		gitIn(t, top, "submodule", "deinit", "-q", "-f", "lib")
 		require.NoError(t, os.RemoveAll(filepath.Join(top, ".git", "modules"))) // as a clone without --recurse-submodules
@@ -319,9 +316,7 @@ func TestSettleGitlinks(t *testing.T) {
 	t.Run("a linked worktree", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
-		other := filepath.Join(t.TempDir(), "other")
-		newRepo(t, other)
-		gitIn(t, top, "submodule", "add", "-q", other, "lib")
+		addSubmodule(t, top, "lib")
 		gitIn(t, top, "commit", "-q", "-m", "lib")
 		feature := filepath.Join(top, ".wt", "feature")
 		gitIn(t, top, "worktree", "add", "-q", feature)
