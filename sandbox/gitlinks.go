@@ -23,10 +23,12 @@ import (
 // that is not checked out. git status then runs `git status` in that
 // submodule, which runs the program (gitsubmodules(7), "populated"). So
 // once a job has ended, each repository whose config the policy
-// protects has its index read for gitlinks ([settleGitlinks]), and each
-// populated one whose git directory the job could have written is
-// looked at: one whose configuration or hooks run anything is taken
-// out of git's way.
+// protects has its index read for gitlinks and its modules/ walked
+// ([settleGitlinks], [settleModules]), and the protect list is resolved
+// again as the next job will ([settleNewTrust]): each git directory the
+// job could have made that git would enter, or the next job would trust,
+// must be what git makes for a submodule ([submoduleRuns], an
+// allow-list), or it is taken out of git's way.
 
 // gitRepo is a repository whose config a policy protects: its git
 // directory (canonical) and its working tree ("" when it has none known).
