@@ -46,9 +46,65 @@ type gitRepo struct {
 type gitRepos struct {
 	list    []gitRepo
 	trusted map[string]map[string]bool
+	// pointers are the ".git" files and the symlinks the resolution
+	// went through on its way to git's files.
+	pointers map[string]bool
 }
 
-func newGitRepos() *gitRepos { return &gitRepos{trusted: map[string]map[string]bool{}} }
+func newGitRepos() *gitRepos {
+	return &gitRepos{trusted: map[string]map[string]bool{}, pointers: map[string]bool{}}
+}
+
+// procOrDev reports whether p lies in /proc or /dev, where a path
+// (/proc/self/cwd, /dev/fd/3) depends on the process that follows it.
+func procOrDev(p string) bool { return Within(p, "/proc") || Within(p, "/dev") }
+
+// resolveGitPath is filepath.EvalSymlinks for a path git will follow
+// from another process: p (absolute) resolved one component at a time,
+// ".." taken after the symlink before it, and an error for a path that
+// passes through /proc or /dev ([procOrDev]), which would lead paddock
+// and git to different places, or through more than 40 symlinks.
+func resolveGitPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%s is not absolute", p)
+	}
+	resolved, rest, hops := "/", strings.Split(strings.TrimPrefix(p, "/"), "/"), 0
+	for len(rest) > 0 {
+		part := rest[0]
+		rest = rest[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, part)
+		if procOrDev(next) {
+			return "", fmt.Errorf("%s passes through %s, which leads elsewhere for every process", p, next)
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", fmt.Errorf("%s: %w", p, unix.ELOOP)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
+	}
+	return resolved, nil
+}
 
 // add records the pair, and reports whether it was new. A git directory
 // that does not exist is not listed (a repository the job makes at its
@@ -84,7 +140,7 @@ func (g *gitRepos) trust(gitdir, worktree string) {
 		// walk: the working tree its own config names.
 		w = configuredWorktree(gitdir)
 	}
-	if c, err := filepath.EvalSymlinks(w); w != "" && err == nil {
+	if c, err := resolveGitPath(w); w != "" && err == nil {
 		known[c] = true
 	}
 }
@@ -191,7 +247,7 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			}
 			why := ""
 			g, err := submoduleGitdir(dotgit)
-			wt, _ := filepath.EvalSymlinks(sub)
+			wt, _ := resolveGitPath(sub)
 			switch known, trusted := repos.trusted[g]; {
 			case err != nil:
 				why = err.Error()
@@ -338,6 +394,45 @@ func settleNewTrust(p Policy, jobID string) string {
 			return strings.Join(out, "; ")
 		}
 	}
+	inRoots := func(q string) string {
+		root := ""
+		for _, r := range p.Roots() {
+			if Within(q, r) && q != r && len(r) > len(root) {
+				root = r
+			}
+		}
+		return root
+	}
+	// A ".git" file or link the job made, on the way to what the next
+	// job would protect, must lead to a git directory git will find
+	// where paddock does, and one this job could have made (and that the
+	// checks below see), or one trusted when it started: a git directory
+	// elsewhere another job may write, before or after.
+	var pointers []string
+	for q := range after.pointers {
+		if !p.repos.pointers[q] && inRoots(q) != "" {
+			pointers = append(pointers, q)
+		}
+	}
+	slices.Sort(pointers)
+	for _, q := range pointers {
+		why := ""
+		g, err := submoduleGitdir(q)
+		_, trustedThen := p.repos.trusted[g]
+		switch {
+		case err != nil:
+			why = err.Error()
+		case inRoots(g) == "" && !trustedThen:
+			why = fmt.Sprintf("it leads to the git directory %s, outside the job's writable roots, which another job may write", g)
+		}
+		if why == "" {
+			continue
+		}
+		msg := fmt.Sprintf("the job made %s, which the next job would follow to git's files: %s", q, why)
+		if did := walkAside(inRoots(q), q, jobID, msg+", so it was moved aside"); did != "" {
+			out = append(out, did)
+		}
+	}
 	var fresh []string
 	for g := range after.trusted {
 		if _, ok := p.repos.trusted[g]; !ok {
@@ -356,16 +451,19 @@ func settleNewTrust(p Policy, jobID string) string {
 			continue // not the job's to make
 		}
 		worktree := ""
-		if known := after.trusted[g]; len(known) == 1 {
-			for w := range known {
-				worktree = w
-			}
+		known := after.trusted[g]
+		for w := range known {
+			worktree = w
 		}
 		container := containerGitdir(g)
 		var why string
-		if filepath.Base(filepath.Dir(g)) == "worktrees" {
+		switch {
+		case len(known) > 1:
+			// git would use one index for several working trees.
+			why = fmt.Sprintf("it is the git directory of %d working trees", len(known))
+		case filepath.Base(filepath.Dir(g)) == "worktrees":
 			why = worktreeRuns(g, container)
-		} else {
+		default:
 			why = submoduleRuns(g, worktree, root)
 		}
 		if why == "" {
@@ -406,7 +504,7 @@ func worktreeRuns(gitdir, common string) string {
 	if !ok {
 		return fmt.Sprintf("%s names no common directory", gitdir)
 	}
-	if r, err := filepath.EvalSymlinks(c); err != nil || r != common {
+	if r, err := resolveGitPath(c); err != nil || r != common {
 		return fmt.Sprintf("%s/commondir leads to %s, not %s", gitdir, c, common)
 	}
 	for _, name := range []string{"config.worktree", "config", "hooks"} {
@@ -423,7 +521,7 @@ func worktreeRuns(gitdir, common string) string {
 func modulesDirs(gitdir string) []string {
 	out := []string{filepath.Join(gitdir, "modules")}
 	if common, ok := readCommondir(gitdir); ok {
-		if c, err := filepath.EvalSymlinks(common); err == nil {
+		if c, err := resolveGitPath(common); err == nil {
 			out = append(out, filepath.Join(c, "modules"))
 		}
 	}
@@ -445,7 +543,7 @@ func settleSaying(msg, root, p, jobID string) string {
 // (a sentence for the attempt's reason): dotgit is neither, or leads to
 // no directory.
 func submoduleGitdir(dotgit string) (string, error) {
-	real, err := filepath.EvalSymlinks(dotgit)
+	real, err := resolveGitPath(dotgit)
 	if err != nil {
 		return "", fmt.Errorf("its .git cannot be resolved (%v)", err)
 	}
@@ -464,7 +562,7 @@ func submoduleGitdir(dotgit string) (string, error) {
 	case !fi.IsDir():
 		return "", errors.New("its .git is neither a directory nor a file")
 	}
-	c, err := filepath.EvalSymlinks(dir)
+	c, err := resolveGitPath(dir)
 	if err != nil {
 		return "", fmt.Errorf("its .git leads to %s, which does not exist (%v)", dir, err)
 	}
@@ -620,7 +718,7 @@ func submoduleRuns(gitdir, worktree, within string) string {
 				return at
 			}
 		case "core.worktree":
-			c, err := filepath.EvalSymlinks(joinGitPath(gitdir, expandGitPath(v.value)))
+			c, err := resolveGitPath(joinGitPath(gitdir, expandGitPath(v.value)))
 			if worktree != "" && (err != nil || c != worktree) {
 				return at + " (not the submodule's own working tree)"
 			}

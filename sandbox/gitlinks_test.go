@@ -398,6 +398,44 @@ func TestSettleGitlinks(t *testing.T) {
 		gitIn(t, top, "worktree", "add", "-q", "other")
 		require.Empty(t, policy(t, top).AfterCommand("job-17", nil), "a worktree the job adds is its own")
 	})
+	t.Run("a .git through /proc, or to another job's tree", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		elsewhere := filepath.Join(t.TempDir(), "evil")
+		newRepo(t, elsewhere)
+		p := withGlob(t, top)
+		made := map[string]string{
+			"procfile": "gitdir: /proc/self/cwd/evil\n",
+			"outside":  "gitdir: " + filepath.Join(elsewhere, ".git") + "\n",
+			"nowhere":  "gitdir: " + filepath.Join(t.TempDir(), "later") + "\n",
+		}
+		for dir, text := range made {
+			require.NoError(t, os.MkdirAll(filepath.Join(top, dir), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(top, dir, ".git"), []byte(text), 0o644))
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(top, "proclink"), 0o755))
+		require.NoError(t, os.Symlink("/proc/self/cwd/evil", filepath.Join(top, "proclink", ".git")))
+		why := p.AfterCommand("job-19", nil)
+		for _, dir := range []string{"procfile", "outside", "nowhere", "proclink"} {
+			require.Contains(t, why, "the job made "+filepath.Join(top, dir, ".git")+", which the next job would follow", dir)
+			_, err := os.Lstat(filepath.Join(top, dir, ".git"))
+			require.ErrorIs(t, err, os.ErrNotExist, dir)
+		}
+	})
+	t.Run("one git directory for two working trees", func(t *testing.T) {
+		t.Parallel()
+		top := newTop(t)
+		p := withGlob(t, top)
+		g := filepath.Join(top, "G")
+		gitIn(t, top, "init", "-q", "--bare", g)
+		gitIn(t, top, "--git-dir", g, "config", "core.bare", "false")
+		for _, s := range []string{"s1", "s2"} {
+			require.NoError(t, os.MkdirAll(filepath.Join(top, s), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(top, s, ".git"), []byte("gitdir: ../G\n"), 0o644))
+		}
+		why := p.AfterCommand("job-20", nil)
+		require.Contains(t, why, "it is the git directory of 2 working trees")
+	})
 	t.Run("what would refuse the next job", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)

@@ -145,6 +145,7 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 			kinds[path] = k
 		}
 	}
+	repos := newGitRepos()
 	// protectOne protects c (below base, canonical) as resolved
 	// ([statCache.resolveGit]), and returns where it resolved.
 	protectOne := func(base, c string, dir bool, what string) ([]string, error) {
@@ -158,6 +159,10 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 			if err := st.protectTarget(roots, p, false, true, add); err != nil {
 				return nil, fmt.Errorf("%w (%s)", err, what)
 			}
+			repos.pointers[p] = true
+		}
+		for _, l := range ls {
+			repos.pointers[l.Path] = true
 		}
 		for _, l := range ls {
 			inRoot := slices.ContainsFunc(roots, func(r string) bool { return l.Path != r && Within(l.Path, r) })
@@ -167,7 +172,6 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 		}
 		return targets, nil
 	}
-	repos := newGitRepos()
 	// protectRepos protects what the repositories whose config files
 	// are configs (resolved), with the working tree worktree, make git
 	// run ([statCache.repoProtected]), and those of their submodules'
@@ -271,8 +275,15 @@ func resolveProtect(roots, entries []string) ([]protectMount, []ProtectedLink, *
 		}
 		out = append(out, protectMount{path: p, kind: kinds[p]})
 	}
+	if len(out) > maxProtectMounts {
+		return nil, nil, nil, fmt.Errorf("sandbox: the protect list resolves to %d paths in %s, more than the %d a sandbox can mount (a job may have made them: remove the repositories that are not yours there, or narrow the policy's protect list): %w", len(out), strings.Join(roots, ", "), maxProtectMounts, ErrBadPath)
+	}
 	return out, links, repos, nil
 }
+
+// maxProtectMounts bounds the mounts one policy's protect list resolves
+// to: each takes bwrap arguments, of which it takes at most 9,000.
+const maxProtectMounts = 1024
 
 // rootInProtectedError is the error for a writable root that is or lies
 // inside a protected path: it could not be written at all.
@@ -514,6 +525,12 @@ func (st statCache) resolveGit(base, path string, depth int) (targets, pointers 
 			continue
 		}
 		next := filepath.Join(resolved, part)
+		if procOrDev(next) {
+			// A per-process link (/proc/self/cwd, /dev/fd/N) leads
+			// where the reader stands, not where git will: nothing is
+			// resolved through it.
+			return []string{filepath.Join(append([]string{next}, rest...)...)}, pointers, links
+		}
 		fi, err := st.lstat(next)
 		switch {
 		case err != nil:

@@ -241,7 +241,7 @@ func linkedWorktrees(gitdir string) []gitRepo {
 		if !ok {
 			continue
 		}
-		wt, err := filepath.EvalSymlinks(filepath.Dir(joinGitPath(wgit, dotgit)))
+		wt, err := resolveGitPath(filepath.Dir(joinGitPath(wgit, dotgit)))
 		if err != nil {
 			continue
 		}
