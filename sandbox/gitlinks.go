@@ -239,11 +239,26 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			sub := filepath.Join(r.worktree, rel)
 			dotgit := filepath.Join(sub, ".git")
 			root := inRoots(dotgit)
-			if root == "" {
-				continue // not the job's to make
-			}
 			if _, err := os.Lstat(dotgit); err != nil {
 				continue // not checked out: git does not enter it
+			}
+			if root == "" {
+				// Not the job's to make, but the index may be (a linked
+				// worktree's elsewhere, whose git directory is inside
+				// the roots): a submodule registered there must be one
+				// protected when the job started, or the index goes.
+				indexRoot := inRoots(index)
+				if indexRoot == "" {
+					continue
+				}
+				g, err := submoduleGitdir(dotgit)
+				wt, _ := resolveGitPath(sub)
+				if known, ok := repos.trusted[g]; err == nil && ok && known[wt] {
+					continue
+				}
+				msg := fmt.Sprintf("the index %s names the submodule %s, outside the job's writable roots, whose git directory was not protected when the job started (another job may have made it)", index, sub)
+				out = append(out, settleSaying(msg, indexRoot, index, jobID))
+				break
 			}
 			why := ""
 			g, err := submoduleGitdir(dotgit)
@@ -418,10 +433,13 @@ func settleNewTrust(p Policy, jobID string) string {
 	for _, q := range pointers {
 		why := ""
 		g, err := submoduleGitdir(q)
-		_, trustedThen := p.repos.trusted[g]
+		knownThen, trustedThen := p.repos.trusted[g]
+		wt, _ := resolveGitPath(filepath.Dir(q))
 		switch {
 		case err != nil:
 			why = err.Error()
+		case trustedThen && !knownThen[wt]:
+			why = fmt.Sprintf("it gives the git directory %s, protected when the job started, another working tree", g)
 		case inRoots(g) == "" && !trustedThen:
 			why = fmt.Sprintf("it leads to the git directory %s, outside the job's writable roots, which another job may write", g)
 		}
@@ -441,14 +459,15 @@ func settleNewTrust(p Policy, jobID string) string {
 	}
 	slices.Sort(fresh)
 	for _, g := range fresh {
-		root := ""
-		for _, r := range p.Roots() {
-			if Within(g, r) && g != r && len(r) > len(root) {
-				root = r
-			}
-		}
+		root := inRoots(g)
 		if root == "" {
 			continue // not the job's to make
+		}
+		if filepath.Base(g) == ".git" && slices.Contains(p.Roots(), filepath.Dir(g)) {
+			// A writable root's own repository, made by the job: it is
+			// the job's own, as docs/policy.md says (git in it reads the
+			// job's config), and what it registers is checked as any.
+			continue
 		}
 		worktree := ""
 		known := after.trusted[g]
@@ -645,6 +664,7 @@ var submoduleConfigKeys = map[string]bool{
 	"remote.partialclonefilter": true, "remote.prune": true,
 	"branch.remote": true, "branch.merge": true, "branch.rebase": true,
 	"pull.rebase": true, "pull.ff": true, "fetch.prune": true,
+	"commit.gpgsign": true, "tag.gpgsign": true, "init.defaultbranch": true,
 	"submodule.url": true, "submodule.active": true, "user.name": true, "user.email": true,
 }
 

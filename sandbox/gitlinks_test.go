@@ -436,6 +436,48 @@ func TestSettleGitlinks(t *testing.T) {
 		why := p.AfterCommand("job-20", nil)
 		require.Contains(t, why, "it is the git directory of 2 working trees")
 	})
+	t.Run("another worktree's index, and another working tree for the user's git directory", func(t *testing.T) {
+		t.Parallel()
+		repo := newTop(t)
+		wsA := filepath.Join(t.TempDir(), "wsA")
+		gitIn(t, repo, "worktree", "add", "-q", wsA)
+		// A job in wsA (another job's, side by side) leaves an untracked
+		// repository there; this job, in repo, registers it in wsA's
+		// index, which lives in repo's git directory.
+		evil := filepath.Join(wsA, "d", "evil")
+		newRepo(t, evil)
+		p := policy(t, repo)
+		wIndex := filepath.Join(repo, ".git", "worktrees", "wsA", "index")
+		head := strings.TrimSpace(gitIn(t, evil, "rev-parse", "HEAD"))
+		cmd := exec.Command("git", "update-index", "--add", "--cacheinfo", "160000,"+head+",d/evil")
+		cmd.Dir, cmd.Env = wsA, append(os.Environ(), "GIT_INDEX_FILE="+wIndex)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		why := p.AfterCommand("job-21", nil)
+		require.Contains(t, why, "the index "+wIndex+" names the submodule "+evil+", outside the job's writable roots")
+		require.NoFileExists(t, wIndex)
+
+		// And a .git the job makes that gives repo's git directory a
+		// second working tree (whose submodules git would look for there).
+		pGlob := withGlob(t, repo)
+		x := filepath.Join(repo, "x")
+		require.NoError(t, os.Mkdir(x, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(x, ".git"), []byte("gitdir: "+filepath.Join(repo, ".git")+"\n"), 0o644))
+		why = pGlob.AfterCommand("job-22", nil)
+		require.Contains(t, why, "it gives the git directory "+filepath.Join(repo, ".git")+", protected when the job started, another working tree")
+		require.NoFileExists(t, filepath.Join(x, ".git"))
+	})
+	t.Run("the workspace's own new repository is the job's", func(t *testing.T) {
+		t.Parallel()
+		ws, err := filepath.EvalSymlinks(t.TempDir())
+		require.NoError(t, err)
+		p := policy(t, ws)
+		gitIn(t, ws, "init", "-q")
+		gitIn(t, ws, "config", "core.pager", "less")
+		gitIn(t, ws, "commit", "-q", "--allow-empty", "-m", "first")
+		require.Empty(t, p.AfterCommand("job-23", nil), "its history is not moved aside")
+		require.DirExists(t, filepath.Join(ws, ".git"))
+	})
 	t.Run("what would refuse the next job", func(t *testing.T) {
 		t.Parallel()
 		top := newTop(t)
