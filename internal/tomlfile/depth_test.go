@@ -124,7 +124,7 @@ func TestCheckDepthAtLimit(t *testing.T) {
 
 // Brackets inside strings of every kind, in keys and in comments are
 // not levels; lines inside multi-line strings still count.
-func TestCheckDepthSkipsStringsAndComments(t *testing.T) {
+func TestCheckDepthIgnoresStringsAndComments(t *testing.T) {
 	t.Parallel()
 	deep := strings.Repeat("[{", 300)
 	src := strings.Join([]string{
