@@ -190,15 +190,7 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 	if repos == nil {
 		return ""
 	}
-	inRoots := func(p string) string {
-		root := ""
-		for _, r := range roots {
-			if Within(p, r) && p != r && len(r) > len(root) {
-				root = r
-			}
-		}
-		return root
-	}
+	inRoots := func(p string) string { return rootHolding(roots, p) }
 	var out []string
 	seen := map[gitRepo]bool{}
 	todo := slices.Clone(repos.list)
@@ -242,18 +234,20 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 			if _, err := os.Lstat(dotgit); err != nil {
 				continue // not checked out: git does not enter it
 			}
+			// Not the job's to make when outside the roots, but the index
+			// may be (a linked worktree's elsewhere, whose git directory
+			// is inside them).
+			indexRoot := inRoots(index)
+			if root == "" && indexRoot == "" {
+				continue
+			}
+			g, err := submoduleGitdir(dotgit)
+			wt, _ := resolveGitPath(sub)
+			known, trusted := repos.trusted[g]
 			if root == "" {
-				// Not the job's to make, but the index may be (a linked
-				// worktree's elsewhere, whose git directory is inside
-				// the roots): a submodule registered there must be one
-				// protected when the job started, or the index goes.
-				indexRoot := inRoots(index)
-				if indexRoot == "" {
-					continue
-				}
-				g, err := submoduleGitdir(dotgit)
-				wt, _ := resolveGitPath(sub)
-				if known, ok := repos.trusted[g]; err == nil && ok && known[wt] {
+				// A submodule registered there must be one protected
+				// when the job started, or the index goes.
+				if err == nil && trusted && known[wt] {
 					continue
 				}
 				msg := fmt.Sprintf("the index %s names the submodule %s, outside the job's writable roots, whose git directory was not protected when the job started (another job may have made it)", index, sub)
@@ -261,9 +255,7 @@ func settleGitlinks(roots []string, repos *gitRepos, jobID string) string {
 				break
 			}
 			why := ""
-			g, err := submoduleGitdir(dotgit)
-			wt, _ := resolveGitPath(sub)
-			switch known, trusted := repos.trusted[g]; {
+			switch {
 			case err != nil:
 				why = err.Error()
 			case trusted && !known[wt]:
@@ -409,15 +401,7 @@ func settleNewTrust(p Policy, jobID string) string {
 			return strings.Join(out, "; ")
 		}
 	}
-	inRoots := func(q string) string {
-		root := ""
-		for _, r := range p.Roots() {
-			if Within(q, r) && q != r && len(r) > len(root) {
-				root = r
-			}
-		}
-		return root
-	}
+	inRoots := func(q string) string { return rootHolding(p.Roots(), q) }
 	// A ".git" file or link the job made, on the way to what the next
 	// job would protect, must lead to a git directory git will find
 	// where paddock does, and one this job could have made (and that the

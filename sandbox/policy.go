@@ -183,12 +183,7 @@ func keepAroundHidden(pm []protectMount, roots, hidden []string) []protectMount 
 	}
 	n := len(pm)
 	for _, h := range hidden {
-		root := ""
-		for _, r := range roots {
-			if h != r && Within(h, r) && len(r) > len(root) {
-				root = r
-			}
-		}
+		root := rootHolding(roots, h)
 		if root == "" {
 			continue
 		}
@@ -463,6 +458,18 @@ func Within(path, dir string) bool {
 		return true
 	}
 	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// rootHolding returns the deepest of roots that holds p below it (p
+// itself not counted), or "" when none does.
+func rootHolding(roots []string, p string) string {
+	root := ""
+	for _, r := range roots {
+		if p != r && Within(p, r) && len(r) > len(root) {
+			root = r
+		}
+	}
+	return root
 }
 
 // canonicalRoot is canonicalDir plus the checks for a directory that gets
