@@ -597,14 +597,7 @@ func configuredWorktree(gitdir string) string {
 // name, without following its includes; none when it cannot be read or
 // parsed.
 func gitConfigVars(name string) []gitVar {
-	data, err := readSmallFile(name, maxGitConfigBytes)
-	if err != nil {
-		return nil
-	}
-	vars, err := parseGitConfig(name, data)
-	if err != nil {
-		return nil
-	}
+	vars, _ := readGitConfigFile(name)
 	return vars
 }
 
@@ -696,16 +689,14 @@ func submoduleRuns(gitdir, worktree, within string) string {
 		}
 	}
 	name := filepath.Join(gitdir, "config")
-	data, err := readSmallFile(name, maxGitConfigBytes)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return fmt.Sprintf("%s has no config", gitdir)
-		}
-		return fmt.Sprintf("%s cannot be read (%v)", name, err)
-	}
-	vars, err := parseGitConfig(name, data)
-	if err != nil {
+	vars, err := readGitConfigFile(name)
+	switch {
+	case missing(err):
+		return fmt.Sprintf("%s has no config", gitdir)
+	case errors.Is(err, errGitConfig):
 		return err.Error()
+	case err != nil:
+		return fmt.Sprintf("%s cannot be read (%v)", name, err)
 	}
 	for _, v := range vars {
 		at := fmt.Sprintf("%s line %d: %s = %q", name, v.line, v.key(), v.value)

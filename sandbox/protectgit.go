@@ -274,16 +274,14 @@ func gitdirFiles(dir, why string) []gitPath {
 // [maxProtectMatches] paths.
 func submodulePaths(worktree string) ([]gitPath, error) {
 	name := filepath.Join(worktree, ".gitmodules")
-	data, err := readSmallFile(name, maxGitConfigBytes)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("sandbox: cannot read %s, to find the submodules to protect: %w: %w", name, err, ErrBadPath)
-	}
-	vars, err := parseGitConfig(name, data)
-	if err != nil {
+	vars, err := readGitConfigFile(name)
+	switch {
+	case missing(err):
+		return nil, nil
+	case errors.Is(err, errGitConfig):
 		return nil, fmt.Errorf("%w: %w", err, ErrBadPath)
+	case err != nil:
+		return nil, fmt.Errorf("sandbox: cannot read %s, to find the submodules to protect: %w: %w", name, err, ErrBadPath)
 	}
 	var out []gitPath
 	for _, v := range vars {
@@ -457,16 +455,14 @@ func (st statCache) readGitConfig(path string, depth int, vars *[]gitVar, includ
 	if t, _, _ := st.resolveGit("/", path, 0); len(t) > 0 {
 		path = t[0]
 	}
-	data, err := readSmallFile(path, maxGitConfigBytes)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil
-		}
-		return fmt.Errorf("sandbox: cannot read the git config %s, to find what it makes git run: %w: %w", path, err, ErrBadPath)
-	}
-	vs, err := parseGitConfig(path, data)
-	if err != nil {
+	vs, err := readGitConfigFile(path)
+	switch {
+	case missing(err):
+		return nil
+	case errors.Is(err, errGitConfig):
 		return fmt.Errorf("%w: %w", err, ErrBadPath)
+	case err != nil:
+		return fmt.Errorf("sandbox: cannot read the git config %s, to find what it makes git run: %w: %w", path, err, ErrBadPath)
 	}
 	for _, v := range vs {
 		v.file = path
@@ -491,6 +487,22 @@ func (st statCache) readGitConfig(path string, depth int, vars *[]gitVar, includ
 	}
 	return nil
 }
+
+// readGitConfigFile reads and parses the git configuration file name
+// ([readSmallFile], [parseGitConfig], without following its includes).
+// Errors: readSmallFile's ([missing] for a file that is not there), or
+// one wrapping errGitConfig for a text git would refuse.
+func readGitConfigFile(name string) ([]gitVar, error) {
+	data, err := readSmallFile(name, maxGitConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parseGitConfig(name, data)
+}
+
+// missing reports whether err says a file is not there (ENOENT, or
+// ENOTDIR for a path through a file).
+func missing(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) }
 
 // readSmallFile returns the content of the regular file path, opened
 // without following a symlink or blocking (a FIFO), at most limit bytes.
