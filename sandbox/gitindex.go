@@ -545,7 +545,7 @@ func findGitIndexExtension(file string, data []byte, end, hashSize int, sig stri
 // else (EINVAL), larger than maxGitIndexBytes or sparse (EFBIG:
 // [checkNotSparse]).
 func readGitIndexFile(path string) ([]byte, error) {
-	real, err := filepath.EvalSymlinks(path)
+	real, err := resolveGitPath(path)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func resolveGitPath(p string) (string, error) {
 		}
 		next := filepath.Join(resolved, part)
 		if procOrDev(next) {
-			return "", fmt.Errorf("%s passes through %s, which leads elsewhere for every process", p, next)
+			return "", fmt.Errorf("%s passes through %s, which leads elsewhere for every process: %w", p, next, unix.EINVAL)
 		}
 		fi, err := os.Lstat(next)
 		if err != nil {

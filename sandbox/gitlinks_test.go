@@ -750,3 +750,16 @@ func TestIndexCacheBudgetSplit(t *testing.T) {
 	_, err = cache.read(r.gitdir(), r.indexPath(), 20, &budget)
 	require.ErrorContains(t, err, "more than paddock reads")
 }
+
+// TestReadGitlinksRefusesProcLinks: an index that is a link through
+// /proc/self leads git (in the repository) and paddock (in the worker)
+// to different files: it is refused, not read as the worker's.
+func TestReadGitlinksRefusesProcLinks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	index := filepath.Join(dir, "index")
+	require.NoError(t, os.Symlink("/proc/self/cwd/index", index))
+	_, err := readGitlinks(dir, index, 20)
+	require.ErrorIs(t, err, ErrBadPath)
+	require.ErrorContains(t, err, "/proc")
+}
