@@ -379,8 +379,11 @@ func moveOutOfModules(gitdir, p, jobID, lead string) (string, bool) {
 // otherwise says what the next job will be refused for. It returns one
 // sentence per thing it found and did, or "".
 func settleNewTrust(p Policy, jobID string) string {
-	if p.repos == nil {
-		return ""
+	if p.repos == nil || !slices.ContainsFunc(p.entries, isGitConfigEntry) {
+		return "" // nothing the next job resolves trusts a git directory
+	}
+	if len(p.repos.list) == 0 && !slices.ContainsFunc(p.entries, reachesDeep) && !slices.ContainsFunc(p.Roots(), hasGitNear) {
+		return "" // no repository then, none now where the list reaches
 	}
 	var out []string
 	var after *gitRepos
@@ -484,6 +487,44 @@ func settleNewTrust(p Policy, jobID string) string {
 		}
 	}
 	return strings.Join(slices.DeleteFunc(out, func(s string) bool { return s == "" }), "; ")
+}
+
+// reachesDeep reports whether the protect entry e names a repository's
+// config further than one directory below a root ("*/*/.git/config", an
+// absolute path): [hasGitNear] does not look there.
+func reachesDeep(e string) bool {
+	if !isGitConfigEntry(e) {
+		return false
+	}
+	return filepath.IsAbs(e) || strings.Count(filepath.Clean(e), "/") > 2
+}
+
+// hasGitNear reports whether root holds a ".git", or one of its
+// directories does (as deep as a "*/.git/config" entry reaches; a
+// deeper one, [reachesDeep], makes the caller look at every job's
+// end). It errs toward true.
+func hasGitNear(root string) bool {
+	if _, err := os.Lstat(filepath.Join(root, ".git")); err == nil {
+		return true
+	}
+	f, err := os.Open(root)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(256)
+		for _, e := range ents {
+			if e.IsDir() || e.Type()&os.ModeSymlink != 0 {
+				if _, err := os.Lstat(filepath.Join(root, e.Name(), ".git")); err == nil {
+					return true
+				}
+			}
+		}
+		if err != nil {
+			return !errors.Is(err, io.EOF)
+		}
+	}
 }
 
 // containerGitdir returns the git directory whose "modules/" or

@@ -763,3 +763,28 @@ func TestReadGitlinksRefusesProcLinks(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadPath)
 	require.ErrorContains(t, err, "/proc")
 }
+
+// TestSettleNewTrustLooksAsDeepAsTheList: a job that started with no
+// repository in reach and left one two levels down, where an entry of
+// the list reaches, is looked at; the cheap look for a .git near the
+// roots is skipped only for lists that reach no deeper than it.
+func TestSettleNewTrustLooksAsDeepAsTheList(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		unavailable(t, "git is not installed: the repositories are made by it")
+	}
+	require.False(t, reachesDeep(".git/config"))
+	require.False(t, reachesDeep("*/.git/config"))
+	require.False(t, reachesDeep("*/*/.git/hooks/"), "not a config entry")
+	require.True(t, reachesDeep("*/*/.git/config"))
+	require.True(t, reachesDeep("/srv/repo/.git/config"))
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	p, err := NewPolicy(PolicyParams{Mode: ModeWorkspaceWrite, Workspace: ws, Protect: []string{".git/config", "*/.git/config", "*/*/.git/config"}})
+	require.NoError(t, err)
+	deep := filepath.Join(ws, "a", "b")
+	require.NoError(t, os.MkdirAll(deep, 0o755))
+	gitIn(t, deep, "init", "-q")
+	gitIn(t, deep, "config", "core.fsmonitor", "./m.sh")
+	require.Contains(t, p.AfterCommand("job-24", nil), "the job made "+filepath.Join(deep, ".git")+", a git directory the next job would take for the user's")
+}
