@@ -743,7 +743,7 @@ func submoduleRuns(gitdir, worktree, within string) string {
 		at := fmt.Sprintf("%s line %d: %s = %q", name, v.line, v.key(), v.value)
 		key := v.section + "." + v.name
 		if !allowedSubmoduleKey(v) {
-			return at + " (not among the keys a git directory the job made may set: docs/policy.md, Protected paths)"
+			return at + " (not among the keys a git directory the job made may set, which docs/policy.md lists)"
 		}
 		if v.noValue && key != "core.bare" {
 			return at + " (no value)"
